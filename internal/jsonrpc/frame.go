@@ -1,0 +1,72 @@
+// Package jsonrpc is the JSON-RPC 2.0 framing and message shapes shared by
+// the shim's stdio side and both ends of the kernel socket: one message per
+// line, UTF-8, with a maximum line size.
+package jsonrpc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// DefaultMaxLine is the default maximum size of one message line (16 MiB).
+const DefaultMaxLine = 16 << 20
+
+// ErrLineTooLong reports a line over the reader's limit. The reader has
+// already skipped the rest of that line, so the next ReadLine starts fresh.
+var ErrLineTooLong = errors.New("message line exceeds the size limit")
+
+// Reader reads newline-delimited messages. Unlike bufio.Scanner it has no
+// hidden 64 KiB limit and survives an over-long line.
+type Reader struct {
+	br  *bufio.Reader
+	max int
+	buf []byte
+}
+
+// NewReader returns a Reader that refuses lines longer than max bytes
+// (excluding the line ending). max <= 0 means DefaultMaxLine.
+func NewReader(r io.Reader, max int) *Reader {
+	if max <= 0 {
+		max = DefaultMaxLine
+	}
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// ReadLine returns the next line without its "\n" or "\r\n". The slice is
+// valid until the next call. A final line without a newline is returned as
+// a line; io.EOF comes only after it. An over-long line yields
+// ErrLineTooLong and is skipped.
+func (r *Reader) ReadLine() ([]byte, error) {
+	r.buf = r.buf[:0]
+	tooLong := false
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		if !tooLong {
+			if len(r.buf)+len(chunk) > r.max+2 { // room for "\r\n"
+				tooLong = true
+				r.buf = r.buf[:0]
+			} else {
+				r.buf = append(r.buf, chunk...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && (len(r.buf) > 0 || tooLong):
+			// A last line without a newline still counts.
+		case err != nil:
+			return nil, err
+		}
+		if tooLong {
+			return nil, ErrLineTooLong
+		}
+		line := bytes.TrimSuffix(r.buf, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) > r.max {
+			return nil, ErrLineTooLong
+		}
+		return line, nil
+	}
+}

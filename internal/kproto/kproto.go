@@ -1,0 +1,120 @@
+// Package kproto holds the message shapes of the kernel socket protocol
+// (docs/kernel-protocol.md), version 1. Both the shim's kernel client and
+// the reference kernel use them, so the two cannot drift apart silently.
+package kproto
+
+import "encoding/json"
+
+// Version is the protocol version this package describes.
+const Version = 1
+
+// Method names.
+const (
+	MethodHello    = "integration.hello"
+	MethodList     = "tools.list"
+	MethodInvoke   = "tools.invoke"
+	MethodCancel   = "call.cancel"
+	MethodEscalate = "turn.escalate"
+	MethodPing     = "ping"
+)
+
+// Reason codes carried in a JSON-RPC error's data.code.
+const (
+	ErrInvalidIntegrationName = "invalid_integration_name"
+	ErrAlreadyIntroduced      = "already_introduced"
+	ErrHelloRequired          = "hello_required"
+	ErrUnsupportedProtocol    = "unsupported_protocol"
+)
+
+// Invocation statuses.
+const (
+	StatusSucceeded = "succeeded"
+	StatusDenied    = "denied"
+	StatusFailed    = "failed"
+)
+
+// Invocation codes.
+const (
+	CodeToolUnavailable   = "tool_unavailable"
+	CodeNoMatchingGrant   = "no_matching_grant"
+	CodeGrantExpired      = "grant_expired"
+	CodeInvalidArguments  = "invalid_arguments"
+	CodeCatalogMismatch   = "catalog_mismatch"
+	CodeEscalationPending = "escalation_pending"
+	CodeCancelled         = "cancelled"
+	CodeInternal          = "internal"
+	CodeNotFound          = "not_found"
+	// Codes only the shim produces.
+	CodeKernelUnavailable = "kernel_unavailable"
+	CodeKernelTimeout     = "kernel_timeout"
+)
+
+// ErrorData is the data member of a kernel JSON-RPC error.
+type ErrorData struct {
+	Code string `json:"code"`
+}
+
+// Peer names a program on the other side: the shim, or the MCP client.
+type Peer struct {
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version"`
+}
+
+// HelloParams opens a turn.
+type HelloParams struct {
+	Name   string `json:"name"`
+	Shim   Peer   `json:"shim"`
+	Client *Peer  `json:"client,omitempty"`
+}
+
+// Principal is who a turn acts for.
+type Principal struct {
+	Kind string `json:"kind"` // always "integration"
+	Name string `json:"name"`
+}
+
+// HelloResult answers integration.hello.
+type HelloResult struct {
+	Protocol     int       `json:"protocol"`
+	Principal    Principal `json:"principal"`
+	ExecutionID  string    `json:"executionId"`
+	Instructions string    `json:"instructions,omitempty"`
+	Kernel       Peer      `json:"kernel"`
+}
+
+// ListResult answers tools.list. Tools are kernel-side definitions
+// (CATALOG-HASH.md), possibly with kernel-internal fields the shim ignores.
+type ListResult struct {
+	Tools       []json.RawMessage `json:"tools"`
+	CatalogHash string            `json:"catalogHash"`
+}
+
+// InvokeParams asks the kernel to authorize and run one call.
+type InvokeParams struct {
+	CallID      string          `json:"callId"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments"`
+	CatalogHash string          `json:"catalogHash"`
+}
+
+// InvokeResult is the kernel's answer to one call. A refusal is a result.
+type InvokeResult struct {
+	Status    string          `json:"status"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+	Code      string          `json:"code,omitempty"`
+	Message   string          `json:"message,omitempty"`
+	Retryable *bool           `json:"retryable,omitempty"`
+}
+
+// CancelParams is call.cancel's params.
+type CancelParams struct {
+	CallID string `json:"callId"`
+}
+
+// EscalateParams ends a turn by asking a person.
+type EscalateParams struct {
+	CallID string `json:"callId"`
+	Reason string `json:"reason"`
+	Note   string `json:"note,omitempty"`
+}
