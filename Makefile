@@ -1,0 +1,47 @@
+# Run `make` (or `make help`) for the list of targets.
+
+BINARY := sharedos-mcp
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
+FUZZTIME ?= 10s
+STATICCHECK_VERSION ?= v0.8.2
+
+.DEFAULT_GOAL := help
+.PHONY: help build install test lint fuzz bench demo snapshot golden conformance
+
+help: ## list the targets
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+build: ## build a static, version-stamped ./sharedos-mcp
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) .
+
+install: ## go install with the same flags as build
+	CGO_ENABLED=0 go install -trimpath -ldflags '$(LDFLAGS)' .
+
+test: ## run the tests with the race detector (what CI runs)
+	go test -race -count=1 ./...
+
+lint: ## gofmt, go vet and staticcheck
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+	go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+fuzz: ## run every Fuzz* target for FUZZTIME each (default 10s)
+	bash scripts/fuzz.sh $(FUZZTIME)
+
+bench: ## run the benchmarks
+	go test -run '^$$' -bench . -benchmem ./...
+
+demo: ## run the end-to-end demo (scripts/demo.sh)
+	bash scripts/demo.sh
+
+snapshot: ## build the release archives into dist/ without publishing
+	bash scripts/goreleaser.sh release --snapshot --clean
+
+golden: ## rewrite golden files from the current output; review the diff
+	go test ./install -update
+
+conformance: ## run the MCP conformance suite against the binary
+	go run ./conformance
