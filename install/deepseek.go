@@ -1,0 +1,223 @@
+package install
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// deepseekFormat is DeepSeek Harness's cordis.patch.yml: a YAML sequence
+// of patch rows. Ours is an `- insert:` row that adds the
+// @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos — never a bare
+// `- id:` row, which would patch an existing plugin instead of adding
+// one. Our row is replaced, appended or cut as a block of lines; the
+// user's rows are never re-serialised. yaml.v3 parses the file before
+// the edit (a broken file is refused) and after it (the edit must read
+// back as the row we meant).
+type deepseekFormat struct{}
+
+const (
+	deepseekID     = "mcp-sharedos"
+	deepseekPlugin = "@deepseek-ai/dsh-mcp-client"
+)
+
+func deepseekRow(e Entry, indent string) string {
+	args := make([]string, len(e.Args))
+	for i, a := range e.Args {
+		args[i] = yamlString(a)
+	}
+	lines := []string{
+		"- insert:",
+		"    id: " + deepseekID,
+		"    name: '" + deepseekPlugin + "'",
+		"    config:",
+		"      serverName: " + ServerName,
+		"      transport: stdio",
+		"      command: " + yamlString(e.Command),
+		"      args: [" + strings.Join(args, ", ") + "]",
+		"      failOnStartupError: true",
+		"      toolCallTimeoutMs: " + strconv.Itoa(ToolTimeoutSec*1000),
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(indent + l + "\n")
+	}
+	return b.String()
+}
+
+// yamlString quotes s as a YAML double-quoted scalar.
+func yamlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || r == 0xfeff:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// yamlRows parses src and returns its top-level sequence's items (nil for
+// an empty file).
+func yamlRows(src []byte) ([]*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		pe := &ParseError{Msg: msg}
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			pe.Line, _ = strconv.Atoi(m[1])
+			pe.Msg = strings.TrimPrefix(strings.TrimPrefix(msg, m[0]), ": ")
+		}
+		return nil, pe
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, nil
+	}
+	seq := doc.Content[0]
+	if seq.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("the top level is not a sequence of patch rows: %w", ErrUnsupportedLayout)
+	}
+	if seq.Style&yaml.FlowStyle != 0 {
+		return nil, fmt.Errorf("the patch rows are a [flow] sequence: %w", ErrUnsupportedLayout)
+	}
+	return seq.Content, nil
+}
+
+func yamlGet(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// ourRow returns the index of our insert row, or -1.
+func ourRow(items []*yaml.Node) int {
+	for i, it := range items {
+		if id := yamlGet(yamlGet(it, "insert"), "id"); id != nil && id.Kind == yaml.ScalarNode && id.Value == deepseekID {
+			return i
+		}
+	}
+	return -1
+}
+
+func rowCommand(row *yaml.Node) string {
+	if c := yamlGet(yamlGet(yamlGet(row, "insert"), "config"), "command"); c != nil && c.Kind == yaml.ScalarNode {
+		return c.Value
+	}
+	return ""
+}
+
+// lineStarts returns the offset of every line of src, plus len(src).
+func lineStarts(src []byte) []int {
+	starts := []int{0}
+	for i, c := range src {
+		if c == '\n' && i+1 < len(src) {
+			starts = append(starts, i+1)
+		}
+	}
+	return append(starts, len(src))
+}
+
+// rowSpan returns the byte span of items[i]: from its dash to its last
+// line of content, leaving the blank and comment lines before the next
+// row to that row.
+func rowSpan(src []byte, items []*yaml.Node, i int) (start, end int) {
+	starts := lineStarts(src)
+	nlines := len(starts) - 1
+	line := func(n int) string { return string(src[starts[n-1]:starts[n]]) } // 1-based
+	first := items[i].Line
+	if first > 1 && strings.TrimSpace(line(first-1)) == "-" {
+		first--
+	}
+	last := nlines
+	if i+1 < len(items) {
+		last = items[i+1].Line - 1
+	}
+	for last > first {
+		t := strings.TrimSpace(line(last))
+		if t != "" && !strings.HasPrefix(t, "#") && t != "-" {
+			break
+		}
+		last--
+	}
+	return starts[first-1], starts[last]
+}
+
+func (deepseekFormat) merge(src []byte, e Entry) ([]byte, error) {
+	items, err := yamlRows(src)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	if i := ourRow(items); i >= 0 {
+		start, end := rowSpan(src, items, i)
+		indent, _ := lineIndent(src, start+bytes.IndexByte(src[start:], '-'))
+		row := deepseekRow(e, indent)
+		if end == len(src) && !bytes.HasSuffix(src, []byte("\n")) {
+			row = strings.TrimSuffix(row, "\n")
+		}
+		out = splice(src, start, end, row)
+	} else {
+		indent := ""
+		if len(items) > 0 {
+			starts := lineStarts(src)
+			indent, _ = lineIndent(src, starts[items[0].Line-1]+bytes.IndexByte(src[starts[items[0].Line-1]:], '-'))
+		}
+		out = append([]byte{}, src...)
+		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n")) {
+			out = append(out, '\n')
+		}
+		out = append(out, deepseekRow(e, indent)...)
+	}
+	after, err := yamlRows(out)
+	if err != nil {
+		return nil, fmt.Errorf("the edit would not parse (%v): %w", err, ErrUnsupportedLayout)
+	}
+	if i := ourRow(after); i < 0 || rowCommand(after[i]) != e.Command {
+		return nil, fmt.Errorf("the edit does not read back: %w", ErrUnsupportedLayout)
+	}
+	return out, nil
+}
+
+func (deepseekFormat) remove(src []byte) ([]byte, error) {
+	items, err := yamlRows(src)
+	if err != nil {
+		return nil, err
+	}
+	i := ourRow(items)
+	if i < 0 {
+		return src, nil
+	}
+	start, end := rowSpan(src, items, i)
+	return splice(src, start, end, ""), nil
+}
+
+func (deepseekFormat) inspect(src []byte) (bool, string, error) {
+	items, err := yamlRows(src)
+	if err != nil {
+		return false, "", err
+	}
+	i := ourRow(items)
+	if i < 0 {
+		return false, "", nil
+	}
+	return true, rowCommand(items[i]), nil
+}

@@ -1,0 +1,177 @@
+package install
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Change is one planned edit of a config file: what it holds now and what
+// it would hold. Plans read; only Apply writes.
+type Change struct {
+	Path    string // the file as the harness names it
+	Before  []byte // nil when the file does not exist
+	After   []byte
+	Existed bool
+}
+
+// Changed reports whether applying the change would alter the file.
+func (c Change) Changed() bool {
+	return !bytes.Equal(c.Before, c.After)
+}
+
+// Diff returns the change as a unified-style line diff.
+func (c Change) Diff() string {
+	from := c.Path
+	if !c.Existed {
+		from = "/dev/null"
+	}
+	return Diff(from, c.Path, c.Before, c.After)
+}
+
+// PlanInstall reads the harness's file for scope and returns the edit that
+// sets our entry to e. A file that does not parse is refused with an
+// error naming it and wrapping a *ParseError.
+func PlanInstall(h Harness, scope Scope, env Env, e Entry) (Change, error) {
+	c, err := readPlan(h, scope, env)
+	if err != nil {
+		return Change{}, err
+	}
+	c.After, err = h.Render(c.Before, e)
+	if err != nil {
+		return Change{}, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	return c, nil
+}
+
+// PlanUninstall returns the edit that removes our entry from the
+// harness's file for scope. A missing file, or one without our entry, is
+// a change that changes nothing.
+func PlanUninstall(h Harness, scope Scope, env Env) (Change, error) {
+	c, err := readPlan(h, scope, env)
+	if err != nil {
+		return Change{}, err
+	}
+	if !c.Existed {
+		return c, nil
+	}
+	c.After, err = h.Remove(c.Before)
+	if err != nil {
+		return Change{}, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	return c, nil
+}
+
+func readPlan(h Harness, scope Scope, env Env) (Change, error) {
+	path, err := h.Path(scope, env)
+	if err != nil {
+		return Change{}, err
+	}
+	c := Change{Path: path}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return Change{}, fmt.Errorf("read %s: %w", path, err)
+	default:
+		c.Before, c.After, c.Existed = b, b, true
+	}
+	return c, nil
+}
+
+// Inspect reports, for doctor, whether the harness's file for scope holds
+// our entry and the command that entry runs ("" when it has none). A
+// missing file is not an error: found is false. A file that does not
+// parse is an error wrapping a *ParseError.
+func Inspect(h Harness, scope Scope, env Env) (path string, found bool, command string, err error) {
+	c, err := readPlan(h, scope, env)
+	if err != nil || !c.Existed {
+		return c.Path, false, "", err
+	}
+	found, command, err = h.Find(c.Before)
+	if err != nil {
+		return c.Path, false, "", fmt.Errorf("%s: %w", c.Path, err)
+	}
+	return c.Path, found, command, nil
+}
+
+// ErrConcurrentEdit is a file that changed between the plan and Apply.
+var ErrConcurrentEdit = errors.New("file changed while it was being edited")
+
+// Apply writes c.After to c.Path atomically: a temporary file in the same
+// directory, synced, then renamed over the original, which keeps its
+// permissions (a new file is 0600, in directories created 0700). A
+// symlinked file is written through to its target. If the file no longer
+// holds c.Before, nothing is written and the error is ErrConcurrentEdit.
+// Apply on an unchanged plan does nothing.
+func (c Change) Apply() error {
+	if !c.Changed() {
+		return nil
+	}
+	target := c.Path
+	if t, err := filepath.EvalSymlinks(c.Path); err == nil {
+		target = t
+	}
+	mode := fs.FileMode(0o600)
+	now, err := os.ReadFile(target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if c.Existed {
+			return fmt.Errorf("write %s: %w", c.Path, ErrConcurrentEdit)
+		}
+	case err != nil:
+		return fmt.Errorf("read %s: %w", c.Path, err)
+	default:
+		if !c.Existed || !bytes.Equal(now, c.Before) {
+			return fmt.Errorf("write %s: %w", c.Path, ErrConcurrentEdit)
+		}
+		fi, err := os.Stat(target)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", c.Path, err)
+		}
+		mode = fi.Mode().Perm()
+	}
+	dir := filepath.Dir(target)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	return writeAtomic(target, c.After, mode)
+}
+
+func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
+	}
+	// Make the rename itself durable; a directory that cannot be synced
+	// (some filesystems refuse) still holds the new file.
+	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}

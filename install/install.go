@@ -1,0 +1,328 @@
+// Package install renders the sharedos server entry into each harness's
+// own MCP configuration file and removes it again.
+//
+// Every format is edited in place, not regenerated: the user's keys, key
+// order, comments and formatting outside our entry are kept byte for byte,
+// so that install followed by uninstall gives back the file as it was. The
+// edit is pure ([Harness.Render], [Harness.Remove]); [PlanInstall],
+// [PlanUninstall] and [Change.Apply] do the file I/O around it.
+package install
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// ServerName is the name every harness knows the server by.
+const ServerName = "sharedos"
+
+// Timeouts written into the harness configs that have them. The startup
+// budget covers dialing the kernel and fetching the catalogue; a tool call
+// may wait on a human approving it at the kernel, so it gets minutes.
+const (
+	StartupTimeoutSec = 20
+	ToolTimeoutSec    = 300
+)
+
+// Scope says which of a harness's two config files is edited.
+type Scope string
+
+// The scopes.
+const (
+	ScopeUser    Scope = "user"
+	ScopeProject Scope = "project"
+)
+
+// ParseScope checks a --scope value.
+func ParseScope(s string) (Scope, bool) {
+	switch Scope(s) {
+	case ScopeUser, ScopeProject:
+		return Scope(s), true
+	}
+	return "", false
+}
+
+// Env is what locating a config file reads from the process. Tests fill it
+// with a temporary home and their own variables.
+type Env struct {
+	Home   string              // the user's home directory (os.UserHomeDir)
+	Dir    string              // the project directory, for ScopeProject and relative variables
+	Getenv func(string) string // nil reads as "no variable set"
+	GOOS   string              // "" means runtime.GOOS
+}
+
+func (e Env) getenv(k string) string {
+	if e.Getenv == nil {
+		return ""
+	}
+	return e.Getenv(k)
+}
+
+// dirVar returns the directory named by variable k, made absolute against
+// e.Dir, or "" when k is unset.
+func (e Env) dirVar(k string) string {
+	v := e.getenv(k)
+	if v == "" {
+		return ""
+	}
+	if !filepath.IsAbs(v) {
+		v = filepath.Join(e.Dir, v)
+	}
+	return v
+}
+
+func (e Env) goos() string {
+	if e.GOOS == "" {
+		return runtime.GOOS
+	}
+	return e.GOOS
+}
+
+// Entry is the command a harness runs to start the server.
+type Entry struct {
+	Command string   // absolute path of this binary
+	Args    []string // serve --integration NAME [--socket PATH]
+}
+
+// NewEntry returns the entry that runs command as `serve` for integration,
+// with --socket only when socket is not empty.
+func NewEntry(command, integration, socket string) Entry {
+	args := []string{"serve", "--integration", integration}
+	if socket != "" {
+		args = append(args, "--socket", socket)
+	}
+	return Entry{Command: command, Args: args}
+}
+
+// check refuses what no format can carry faithfully.
+func (e Entry) check() error {
+	if e.Command == "" {
+		return errors.New("entry has no command")
+	}
+	for _, s := range append([]string{e.Command}, e.Args...) {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("entry argument %q is not valid UTF-8", s)
+		}
+	}
+	return nil
+}
+
+// Harness is one harness this package can configure.
+type Harness struct {
+	ID     string // what the CLI takes: "claude-code", "codex", …
+	Title  string // what people call it
+	Verify string // a command that shows the server is connected
+
+	userPath    func(Env) (string, error)
+	projectPath string // relative to Env.Dir
+	format      format
+}
+
+// format is one config file syntax and where our entry lives in it.
+type format interface {
+	merge(src []byte, e Entry) ([]byte, error)
+	remove(src []byte) ([]byte, error)
+	inspect(src []byte) (found bool, command string, err error)
+}
+
+func homeFile(parts ...string) func(Env) (string, error) {
+	return func(e Env) (string, error) {
+		return homeJoin(e, parts...)
+	}
+}
+
+func homeJoin(e Env, parts ...string) (string, error) {
+	if e.Home == "" {
+		return "", errors.New("no home directory")
+	}
+	return filepath.Join(append([]string{e.Home}, parts...)...), nil
+}
+
+// varOrHome is $variable/name when the variable is set, else
+// ~/dotdir/name.
+func varOrHome(variable, dotdir, name string) func(Env) (string, error) {
+	return func(e Env) (string, error) {
+		if d := e.dirVar(variable); d != "" {
+			return filepath.Join(d, name), nil
+		}
+		return homeJoin(e, dotdir, name)
+	}
+}
+
+// xdgConfig is $XDG_CONFIG_HOME/parts… or ~/.config/parts….
+func xdgConfig(e Env, parts ...string) (string, error) {
+	if d := e.dirVar("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(append([]string{d}, parts...)...), nil
+	}
+	return homeJoin(e, append([]string{".config"}, parts...)...)
+}
+
+func vscodeUser(e Env) (string, error) {
+	switch e.goos() {
+	case "darwin":
+		return homeJoin(e, "Library", "Application Support", "Code", "User", "mcp.json")
+	case "linux":
+		return xdgConfig(e, "Code", "User", "mcp.json")
+	}
+	return "", fmt.Errorf("no known VS Code user settings folder on %s", e.goos())
+}
+
+// stdioEntry is the {"type":"stdio","command","args"} shape Cursor and VS
+// Code share; Claude Code adds "env".
+func stdioEntry(withEnv bool) func(Entry) obj {
+	return func(e Entry) obj {
+		o := obj{{"type", "stdio"}, {"command", e.Command}, {"args", e.Args}}
+		if withEnv {
+			o = append(o, field{"env", obj{}})
+		}
+		return o
+	}
+}
+
+var harnesses = []Harness{
+	{
+		ID: "claude-code", Title: "Claude Code", Verify: "claude mcp list",
+		userPath: homeFile(".claude.json"), projectPath: ".mcp.json",
+		format: jsonFormat{container: []string{"mcpServers"}, entry: stdioEntry(true)},
+	},
+	{
+		ID: "codex", Title: "Codex", Verify: "codex mcp list",
+		userPath: varOrHome("CODEX_HOME", ".codex", "config.toml"), projectPath: filepath.Join(".codex", "config.toml"),
+		format: codexFormat{},
+	},
+	{
+		ID: "gemini", Title: "Gemini CLI", Verify: "gemini mcp list",
+		userPath: homeFile(".gemini", "settings.json"), projectPath: filepath.Join(".gemini", "settings.json"),
+		format: jsonFormat{container: []string{"mcpServers"}, entry: func(e Entry) obj {
+			return obj{{"command", e.Command}, {"args", e.Args}, {"timeout", ToolTimeoutSec * 1000}}
+		}},
+	},
+	{
+		ID: "pi", Title: "Pi (pi-mcp-adapter)", Verify: "pi, then /mcp",
+		userPath: varOrHome("PI_CODING_AGENT_DIR", filepath.Join(".pi", "agent"), "mcp.json"), projectPath: filepath.Join(".pi", "mcp.json"),
+		format: jsonFormat{container: []string{"mcpServers"}, entry: func(e Entry) obj {
+			return obj{{"command", e.Command}, {"args", e.Args}, {"lifecycle", "eager"}, {"requestTimeoutMs", ToolTimeoutSec * 1000}}
+		}},
+	},
+	{
+		ID: "deepseek", Title: "DeepSeek Harness", Verify: "dsh, then /mcp",
+		userPath: varOrHome("DSH_HOME", ".dsh", "cordis.patch.yml"), projectPath: filepath.Join(".dsh", "cordis.patch.yml"),
+		format: deepseekFormat{},
+	},
+	{
+		ID: "cursor", Title: "Cursor", Verify: "cursor-agent mcp list",
+		userPath: homeFile(".cursor", "mcp.json"), projectPath: filepath.Join(".cursor", "mcp.json"),
+		format: jsonFormat{container: []string{"mcpServers"}, entry: stdioEntry(false)},
+	},
+	{
+		ID: "vscode", Title: "VS Code", Verify: "'MCP: List Servers' in the command palette",
+		userPath: vscodeUser, projectPath: filepath.Join(".vscode", "mcp.json"),
+		format: jsonFormat{container: []string{"servers"}, entry: stdioEntry(false)},
+	},
+	{
+		ID: "opencode", Title: "opencode", Verify: "opencode mcp list",
+		userPath: func(e Env) (string, error) { return xdgConfig(e, "opencode", "opencode.json") }, projectPath: "opencode.json",
+		format: jsonFormat{container: []string{"mcp"}, commandArray: true, entry: func(e Entry) obj {
+			return obj{{"type", "local"}, {"command", append([]string{e.Command}, e.Args...)}, {"enabled", true}}
+		}},
+	},
+}
+
+// Harnesses returns the ids of every harness, in the order help lists them.
+func Harnesses() []string {
+	ids := make([]string, len(harnesses))
+	for i, h := range harnesses {
+		ids[i] = h.ID
+	}
+	return ids
+}
+
+// Lookup returns the harness with that id.
+func Lookup(id string) (Harness, bool) {
+	i := slices.IndexFunc(harnesses, func(h Harness) bool { return h.ID == id })
+	if i < 0 {
+		return Harness{}, false
+	}
+	return harnesses[i], true
+}
+
+// UnknownHarnessError is returned for an id Lookup does not know.
+type UnknownHarnessError struct{ ID string }
+
+func (e *UnknownHarnessError) Error() string {
+	return fmt.Sprintf("unknown harness %q (known: %s)", e.ID, strings.Join(Harnesses(), ", "))
+}
+
+// Path returns the file the harness reads for scope.
+func (h Harness) Path(scope Scope, env Env) (string, error) {
+	switch scope {
+	case ScopeUser:
+		p, err := h.userPath(env)
+		if err != nil {
+			return "", fmt.Errorf("locate %s user config: %w", h.Title, err)
+		}
+		return p, nil
+	case ScopeProject:
+		if env.Dir == "" {
+			return "", fmt.Errorf("locate %s project config: no project directory", h.Title)
+		}
+		return filepath.Join(env.Dir, h.projectPath), nil
+	}
+	return "", fmt.Errorf("unknown scope %q", scope)
+}
+
+// Render returns src with our entry set to e, everything else unchanged.
+// A nil or blank src is a file that does not exist yet. A src that does
+// not parse is refused with a *ParseError.
+func (h Harness) Render(src []byte, e Entry) ([]byte, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	return h.format.merge(src, e)
+}
+
+// Remove returns src without our entry; src itself when there is none.
+func (h Harness) Remove(src []byte) ([]byte, error) {
+	return h.format.remove(src)
+}
+
+// Find reports whether src holds our entry and the command it runs.
+func (h Harness) Find(src []byte) (found bool, command string, err error) {
+	return h.format.inspect(src)
+}
+
+// ParseError is a config file that does not parse. Line and Column are
+// 1-based; 0 when the parser did not say.
+type ParseError struct {
+	Line, Column int
+	Msg          string
+}
+
+func (e *ParseError) Error() string {
+	if e.Line == 0 {
+		return e.Msg
+	}
+	if e.Column == 0 {
+		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+	}
+	return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, e.Msg)
+}
+
+// position returns the 1-based line and column (in characters) of offset
+// in src.
+func position(src []byte, offset int) (line, col int) {
+	offset = min(offset, len(src))
+	before := src[:offset]
+	line = 1 + strings.Count(string(before), "\n")
+	lineStart := strings.LastIndexByte(string(before), '\n') + 1
+	return line, 1 + utf8.RuneCount(before[lineStart:])
+}
+
+// ErrUnsupportedLayout is a file that parses but defines our entry in a
+// way the textual edit cannot follow (an inline table, a flow sequence).
+var ErrUnsupportedLayout = errors.New("unsupported layout")
