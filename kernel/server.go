@@ -1,0 +1,182 @@
+// Package kernel is the reference host kernel: it listens on a Unix
+// socket, checks each peer's credentials, serves one turn per connection
+// (docs/kernel-protocol.md), authorizes every tool call against the grants
+// it was configured with, and appends what happened to an audit log.
+package kernel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+	"github.com/sharedos/sharedos-mcp/internal/peercred"
+	"github.com/sharedos/sharedos-mcp/policy"
+)
+
+// KernelName is what hello reports as the kernel's name.
+const KernelName = "sharedos-mcp reference kernel"
+
+// shutdownGrace bounds how long shutdown waits on a peer that does not
+// read the answers to its cancelled calls.
+const shutdownGrace = 2 * time.Second
+
+// Server is the reference kernel. Set its fields, then call Serve once.
+type Server struct {
+	Root      string         // files root, an existing directory
+	Grants    []policy.Grant // deny by default
+	AllowUIDs []uint32       // peers served; nil means the kernel's own uid only
+	Audit     *AuditLog      // required
+	Log       zerolog.Logger
+	Version   string // reported in hello; "" means "devel"
+	MaxLine   int    // longest request line; 0 means jsonrpc.DefaultMaxLine
+
+	// Now is the clock grants are checked against; nil means time.Now.
+	Now func() time.Time
+	// PeerCred reads a connection's peer credentials; nil means
+	// peercred.Get. Tests replace it to play another user.
+	PeerCred func(*net.UnixConn) (peercred.Cred, error)
+
+	files *filesRoot
+	tools []*tool // nil means registry(); tests in this package add their own
+
+	mu    sync.Mutex
+	conns map[*net.UnixConn]struct{}
+	err   error // first audit failure: the kernel stops rather than act unrecorded
+	stop  context.CancelFunc
+}
+
+// Serve accepts connections on ln until ctx is cancelled or the audit log
+// fails. On the way out it closes the listener (removing the socket file),
+// closes every open turn (each records turn.closed) and syncs the audit
+// log. It returns nil after a cancellation and the audit error otherwise.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+	if s.Audit == nil {
+		return errors.New("kernel: no audit log")
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.PeerCred == nil {
+		s.PeerCred = peercred.Get
+	}
+	if s.AllowUIDs == nil {
+		s.AllowUIDs = []uint32{uint32(os.Getuid())}
+	}
+	if s.Version == "" {
+		s.Version = "devel"
+	}
+	files, err := openFilesRoot(s.Root)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer files.Close()
+	s.files = files
+	if s.tools == nil {
+		s.tools = registry()
+	}
+	s.conns = map[*net.UnixConn]struct{}{}
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	s.stop = stop
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+
+	var wg sync.WaitGroup
+	backoff := time.Duration(0)
+	for {
+		conn, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			// EMFILE and kin: wait a little rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		backoff = 0
+		s.mu.Lock()
+		s.conns[conn] = struct{}{}
+		s.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveConn(ctx, conn)
+			s.mu.Lock()
+			delete(s.conns, conn)
+			s.mu.Unlock()
+		}()
+	}
+
+	// Shutting the read side ends each turn's read loop; the turn then
+	// answers its cancelled calls and records turn.closed. A peer that
+	// stopped reading gets shutdownGrace before its writes fail.
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.CloseRead()
+		_ = c.SetWriteDeadline(time.Now().Add(shutdownGrace))
+	}
+	s.mu.Unlock()
+	wg.Wait()
+	syncErr := s.Audit.Sync()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return errors.Join(s.err, syncErr)
+}
+
+// record appends ev to the audit log. A failure stops the whole kernel:
+// serving on without a record would make the record a lie.
+func (s *Server) record(ev Event) bool {
+	if err := s.Audit.Write(ev); err != nil {
+		s.Log.Error().Err(err).Msg("audit log failed; stopping the kernel")
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+		s.stop()
+		return false
+	}
+	return true
+}
+
+func (s *Server) uidAllowed(uid uint32) bool { return slices.Contains(s.AllowUIDs, uid) }
+
+func newExecutionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "exe_" + hex.EncodeToString(b[:])
+}
+
+// instructions is what hello tells the model about this kernel.
+func instructions(integration string) string {
+	return fmt.Sprintf("Tools here are served by the SharedOS reference kernel to the integration %q. "+
+		"Every call is authorized against the host's grants and recorded in an audit log. "+
+		"A call refused with status \"denied\" will be refused again if retried unchanged: choose another path or ask the user. "+
+		"File paths are absolute within the shared root, which is \"/\".", integration)
+}
+
+func (s *Server) maxLine() int {
+	if s.MaxLine > 0 {
+		return s.MaxLine
+	}
+	return jsonrpc.DefaultMaxLine
+}
