@@ -567,9 +567,9 @@ func (c *canonicalizer) skip() error {
 	}
 	switch b := c.src[c.pos]; {
 	case b == '{' || b == '[':
-		closing := byte('}')
+		closing, want := byte('}'), "',' or '}'"
 		if b == '[' {
-			closing = ']'
+			closing, want = ']', "',' or ']'"
 		}
 		if err := c.enter(); err != nil {
 			return err
@@ -603,7 +603,7 @@ func (c *canonicalizer) skip() error {
 				c.pos++
 				continue
 			}
-			if err := c.expect(closing, fmt.Sprintf("',' or '%c'", closing)); err != nil {
+			if err := c.expect(closing, want); err != nil {
 				return err
 			}
 			c.depth--
