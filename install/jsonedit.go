@@ -426,8 +426,12 @@ func jsonDelete(src []byte, path []string) ([]byte, bool, error) {
 	m := ms[i]
 	onlySpaceAndComma := func(b []byte) bool { return len(bytes.Trim(b, " \t\r\n,")) == 0 }
 	switch {
-	case len(ms) == 1 && isBlank(src[o.start+1:m.keyStart]) && onlySpaceAndComma(src[m.val.end:o.end-1]):
-		return splice(src, o.start, o.end, "{}"), true, nil
+	case len(ms) == 1 && isBlank(src[o.start+1:m.keyStart]):
+		if onlySpaceAndComma(src[m.val.end : o.end-1]) {
+			return splice(src, o.start, o.end, "{}"), true, nil
+		}
+		// Comments follow: keep them, as insertMember found them.
+		return splice(src, o.start+1, m.val.end, ""), true, nil
 	case i > 0 && onlySpaceAndComma(src[ms[i-1].val.end:m.keyStart]):
 		// Undo what insertMember did: from the previous value's end.
 		return splice(src, ms[i-1].val.end, m.val.end, ""), true, nil
