@@ -8,7 +8,7 @@ import (
 func TestAliasesPerHarness(t *testing.T) {
 	long := strings.Repeat("a", 60)
 	tests := []struct {
-		harness, tool, want string
+		harness, tool, want                   string
 		rewritten, truncated, hashed, tooLong bool
 	}{
 		{"claude-code", "files.read", "mcp__sharedos__files_read", true, false, false, false},

@@ -13,7 +13,7 @@ func TestDiff(t *testing.T) {
 		}
 		return b.String()
 	}
-	num := func(i int) string { return string(rune('a'-1+i)) }
+	num := func(i int) string { return string(rune('a' - 1 + i)) }
 	tests := []struct {
 		name, a, b, want string
 	}{
