@@ -1,6 +1,7 @@
 package hashing
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -18,7 +19,7 @@ func realisticCatalogue(n int) []json.RawMessage {
 		if i%3 == 0 {
 			output = `,"outputSchema":{"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"},"updatedAt":{"type":"string","format":"date-time"},"score":{"type":"number","minimum":0,"maximum":1}},"required":["id","title"]}},"nextCursor":{"type":["string","null"]},"total":{"type":"integer","minimum":0}},"required":["items"]}`
 		}
-		raws[i] = json.RawMessage(fmt.Sprintf(`{
+		pretty := fmt.Sprintf(`{
   "name": "ns%d.tool_%d",
   "description": "Search the records of integration %d for entries matching a query. Results are ordered by relevance; use the cursor to page through them. Read-only.",
   "namespace": "ns%d",
@@ -50,7 +51,14 @@ func realisticCatalogue(n int) []json.RawMessage {
   "annotations": {"readOnly": true, "idempotent": true},
   "requiredCapability": {"resource": {"namespace": "ns%d", "path": ["records"], "owner": {"kind": "human", "userId": "user-alice"}}, "action": "search"},
   "metadata": {"vendor": "example", "version": "1.4.2"}
-}`, i%40, i, i, i%40, output, i%40))
+}`, i%40, i, i, i%40, output, i%40)
+		// Definitions cross the kernel socket inside one JSON-RPC line, so
+		// they arrive compact.
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(pretty)); err != nil {
+			panic(err)
+		}
+		raws[i] = compact.Bytes()
 	}
 	return raws
 }
@@ -70,6 +78,8 @@ func BenchmarkProjectHash512(b *testing.B) {
 		}
 		_ = Hash(tools)
 	}
+	tools, _ := ProjectRaw(raws)
+	b.ReportMetric(float64(len(Canonical(tools))), "canonical-bytes")
 }
 
 func BenchmarkAppendMCP512(b *testing.B) {

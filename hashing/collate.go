@@ -1,7 +1,10 @@
 package hashing
 
 import (
+	"cmp"
+	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/text/collate"
 	"golang.org/x/text/language"
@@ -51,4 +54,97 @@ func sortKey(k []byte) string {
 	}
 	sortKeys.Unlock()
 	return sk
+}
+
+// Nearly every key in a real schema is ASCII, and for ASCII root
+// collation reduces to two lookups a byte: each character is one
+// collation element, control characters are ignorable, and every other
+// character has the common secondary weight, so keys compare by their
+// primary weights and then by their tertiary (case) weights. asciiCompare
+// does that without a sort key, a lock or a map lookup; the tables are
+// read off the collator itself, and a test checks the result against
+// sortKey.
+var asciiPrimary, asciiTertiary [utf8.RuneSelf]uint8 // primary 0: ignorable
+
+func init() {
+	full := collate.New(language.Und)
+	primary := collate.New(language.Und, collate.IgnoreCase, collate.IgnoreDiacritics)
+	var chars []string
+	for b := range utf8.RuneSelf {
+		if s := string(rune(b)); full.CompareString(s, "") != 0 {
+			chars = append(chars, s)
+		}
+	}
+	slices.SortFunc(chars, full.CompareString)
+	rank, tertiary := uint8(0), uint8(0)
+	for i, s := range chars {
+		switch {
+		case i == 0 || primary.CompareString(chars[i-1], s) != 0:
+			rank, tertiary = rank+1, 0
+		case full.CompareString(chars[i-1], s) != 0:
+			tertiary++
+		}
+		asciiPrimary[s[0]], asciiTertiary[s[0]] = rank, tertiary
+	}
+}
+
+// asciiCompare compares two ASCII keys as their sort keys compare.
+func asciiCompare(a, b []byte) int {
+	i, j := 0, 0
+	for {
+		for i < len(a) && asciiPrimary[a[i]] == 0 {
+			i++
+		}
+		for j < len(b) && asciiPrimary[b[j]] == 0 {
+			j++
+		}
+		if i == len(a) || j == len(b) {
+			break
+		}
+		if pa, pb := asciiPrimary[a[i]], asciiPrimary[b[j]]; pa != pb {
+			return cmp.Compare(pa, pb)
+		}
+		i, j = i+1, j+1
+	}
+	switch {
+	case i < len(a):
+		return 1
+	case j < len(b):
+		return -1
+	}
+	// Equal primaries: the non-ignorable characters pair up one to one.
+	i, j = 0, 0
+	for {
+		for i < len(a) && asciiPrimary[a[i]] == 0 {
+			i++
+		}
+		for j < len(b) && asciiPrimary[b[j]] == 0 {
+			j++
+		}
+		if i == len(a) {
+			return 0
+		}
+		if ta, tb := asciiTertiary[a[i]], asciiTertiary[b[j]]; ta != tb {
+			return cmp.Compare(ta, tb)
+		}
+		i, j = i+1, j+1
+	}
+}
+
+// asciiPrefix packs the primary weights of the first eight non-ignorable
+// characters of an ASCII key into an integer that orders as the key's
+// primary weights do: differing prefixes decide a comparison without
+// asciiCompare, and most schema keys differ within eight characters.
+func asciiPrefix(k []byte) uint64 {
+	var p uint64
+	n := 0
+	for _, b := range k {
+		if w := asciiPrimary[b]; w != 0 {
+			p |= uint64(w) << (56 - 8*n)
+			if n++; n == 8 {
+				break
+			}
+		}
+	}
+	return p
 }

@@ -2,6 +2,7 @@ package hashing
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -38,14 +39,19 @@ type canonicalizer struct {
 	members   []member // members of the open objects, innermost last
 	scratch   []byte   // one object's members while they are rearranged
 	str       []byte   // one decoded string value
+	sortKeys  []string // sort keys of one object with non-ASCII keys
 }
 
+// member holds no pointers, so sorting members moves plain words without
+// write barriers.
 type member struct {
-	k0, k1     int    // decoded key: keys[k0:k1]
-	sortKey    string // root-collation sort key
+	sortKey    int    // index in sortKeys of the key's sort key, when needed
 	rank       uint64 // position JSON.parse would give the key (see jsRank)
+	k0, k1     int    // decoded key: keys[k0:k1]
 	seq        int    // position in the text, to find the last duplicate
 	start, end int    // `"key":value` in out; start < 0 once dropped
+	ascii      bool   // the key is ASCII, so asciiCompare can order it
+	prefix     uint64 // asciiPrefix of an ASCII key
 }
 
 var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
@@ -259,10 +265,11 @@ func (c *canonicalizer) object() error {
 			c.out = c.out[:mark]
 			c.keys = c.keys[:k0]
 		} else {
-			c.members = append(c.members, member{
-				k0: k0, k1: len(c.keys), sortKey: sortKey(key), rank: jsRank(key, seq), seq: seq,
-				start: start, end: len(c.out),
-			})
+			m := member{k0: k0, k1: len(c.keys), rank: jsRank(key, seq), seq: seq, start: start, end: len(c.out)}
+			if isASCII(key) {
+				m.ascii, m.prefix = true, asciiPrefix(key)
+			}
+			c.members = append(c.members, m)
 		}
 		c.skipSpace()
 		if c.pos < len(c.src) && c.src[c.pos] == ',' {
@@ -287,31 +294,48 @@ func (c *canonicalizer) arrange(objStart int, ms []member) {
 	if len(ms) < 2 {
 		return
 	}
-	rebuild := false
+	allASCII := true
+	for i := range ms {
+		allASCII = allASCII && ms[i].ascii
+	}
+	if !allASCII {
+		c.sortKeys = c.sortKeys[:0]
+		for i := range ms {
+			ms[i].sortKey = len(c.sortKeys)
+			c.sortKeys = append(c.sortKeys, sortKey(c.keys[ms[i].k0:ms[i].k1]))
+		}
+	}
+	collate := func(a, b *member) int {
+		if allASCII {
+			if a.prefix != b.prefix {
+				return cmp.Compare(a.prefix, b.prefix)
+			}
+			return asciiCompare(c.keys[a.k0:a.k1], c.keys[b.k0:b.k1])
+		}
+		return strings.Compare(c.sortKeys[a.sortKey], c.sortKeys[b.sortKey])
+	}
 	slices.SortFunc(ms, func(a, b member) int {
-		if r := strings.Compare(a.sortKey, b.sortKey); r != 0 {
+		if r := collate(&a, &b); r != 0 {
 			return r
 		}
 		if a.rank != b.rank {
-			if a.rank < b.rank {
-				return -1
-			}
-			return 1
+			return cmp.Compare(a.rank, b.rank)
 		}
 		return a.seq - b.seq
 	})
+	rebuild := false
 	for i := 1; i < len(ms); i++ {
 		if ms[i].seq < ms[i-1].seq {
 			rebuild = true
 		}
-		if ms[i].sortKey != ms[i-1].sortKey {
+		if collate(&ms[i], &ms[i-1]) != 0 {
 			continue
 		}
 		// A collation tie: the only place a duplicate can hide, since equal
-		// keys have equal sort keys. Ties sort by JSON.parse position, and a
+		// keys collate equal. Ties sort by JSON.parse position, and a
 		// duplicate's position is its first occurrence, its value the last.
 		key := c.keys[ms[i].k0:ms[i].k1]
-		for j := i - 1; j >= 0 && ms[j].sortKey == ms[i].sortKey; j-- {
+		for j := i - 1; j >= 0 && collate(&ms[j], &ms[i]) == 0; j-- {
 			if ms[j].start >= 0 && bytes.Equal(c.keys[ms[j].k0:ms[j].k1], key) {
 				ms[j].start, ms[j].end = ms[i].start, ms[i].end
 				ms[i].start = -1
@@ -383,6 +407,12 @@ func (c *canonicalizer) scanString() (end int, escaped bool, err error) {
 	nonASCII := false
 	i := c.pos + 1
 	for ; i < len(src); i++ {
+		for i < len(src) && plain[src[i]] {
+			i++
+		}
+		if i == len(src) {
+			break
+		}
 		switch b := src[i]; {
 		case b == '"':
 			if nonASCII && !utf8.Valid(src[c.pos+1:i]) {
@@ -416,6 +446,24 @@ func (c *canonicalizer) scanString() (end int, escaped bool, err error) {
 	}
 	c.pos = len(src)
 	return 0, false, c.errorf("unterminated string")
+}
+
+// plain marks the bytes a string can hold that need no second look:
+// printable ASCII other than '"' and '\\'.
+var plain = func() (t [256]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
+func isASCII(s []byte) bool {
+	for _, b := range s {
+		if b >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func isHex(b byte) bool {

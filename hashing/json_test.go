@@ -3,6 +3,7 @@ package hashing
 import (
 	"cmp"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -177,5 +178,37 @@ func TestJSRank(t *testing.T) {
 	want := []string{"0", "2", "10", "4294967294", "b", "4294967295", "a", "01", "-1", "1.5"}
 	if !slices.Equal(got, want) {
 		t.Errorf("JSON.parse order = %q, want %q", got, want)
+	}
+}
+
+func TestASCIICompareMatchesSortKey(t *testing.T) {
+	// Every pair of short strings over a mix of letters, digits,
+	// punctuation, space and control characters, plus random longer ones.
+	alphabet := []byte("aAbBzZ09_-.$ ~\x01\x7f\t")
+	var keys [][]byte
+	for _, a := range alphabet {
+		keys = append(keys, []byte{a})
+		for _, b := range alphabet {
+			keys = append(keys, []byte{a, b})
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		k := make([]byte, 1+r.IntN(8))
+		for i := range k {
+			k[i] = byte(r.IntN(128))
+		}
+		keys = append(keys, k)
+	}
+	for _, a := range keys {
+		for _, b := range keys[:400] {
+			want := strings.Compare(sortKey(a), sortKey(b))
+			if got := asciiCompare(a, b); got != want {
+				t.Fatalf("asciiCompare(%q, %q) = %d, sort keys say %d", a, b, got, want)
+			}
+			if pa, pb := asciiPrefix(a), asciiPrefix(b); pa != pb && cmp.Compare(pa, pb) != want {
+				t.Fatalf("asciiPrefix orders %q and %q as %d, sort keys say %d", a, b, cmp.Compare(pa, pb), want)
+			}
+		}
 	}
 }

@@ -87,29 +87,80 @@ func Project(defs []Definition) ([]Tool, error) {
 	}
 	c := getCanonicalizer()
 	defer putCanonicalizer(c)
-	// The schemas of all tools share one allocation, sized from the input;
-	// it is the caller's, so the pooled buffer is set aside meanwhile.
-	pooled := c.out
-	size := 0
+	c.out = c.out[:0]
+	spans := make([]schemas, len(defs))
 	for i := range defs {
-		size += len(defs[i].InputSchema) + len(defs[i].OutputSchema)
-	}
-	c.out = make([]byte, 0, size)
-	defer func() { c.out = pooled }()
-
-	tools := make([]Tool, len(defs))
-	spans := make([][4]int, len(defs)) // input and output schema in c.out
-	for i := range defs {
-		if err := project(c, &defs[i], &tools[i], &spans[i]); err != nil {
+		if err := c.schemasOf(&defs[i], &spans[i]); err != nil {
 			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
 		}
 	}
-	arena := c.out
+	return c.finish(defs, spans)
+}
+
+// schemas locates a tool's canonical schemas in a canonicalizer's output.
+type schemas struct {
+	in, out       [2]int
+	hasIn, hasOut bool // given at all; a given outputSchema may be null
+}
+
+// schemasOf canonicalises d's schemas.
+func (c *canonicalizer) schemasOf(d *Definition, s *schemas) error {
+	var err error
+	if len(bytes.TrimSpace(d.InputSchema)) > 0 {
+		s.in, err = c.standaloneSchema("inputSchema", d.InputSchema)
+		s.hasIn = true
+	}
+	if err == nil && len(bytes.TrimSpace(d.OutputSchema)) > 0 {
+		s.out, err = c.standaloneSchema("outputSchema", d.OutputSchema)
+		s.hasOut = true
+	}
+	return err
+}
+
+func (c *canonicalizer) standaloneSchema(field string, src []byte) ([2]int, error) {
+	c.src, c.pos, c.depth = src, 0, 0
+	c.skipSpace()
+	span, err := c.schema(field)
+	if err != nil {
+		return span, err
+	}
+	c.skipSpace()
+	if c.pos < len(c.src) {
+		return span, fmt.Errorf("%s: %w", field, c.errorf("unexpected %s after the value", c.describe()))
+	}
+	return span, nil
+}
+
+// schema canonicalises the schema at c.pos, dropping "__proto__" keys.
+func (c *canonicalizer) schema(field string) (span [2]int, err error) {
+	span[0] = len(c.out)
+	c.dropProto = true
+	err = c.value()
+	c.dropProto = false
+	if err != nil {
+		return span, fmt.Errorf("%s: %w", field, err)
+	}
+	span[1] = len(c.out)
+	return span, nil
+}
+
+// finish validates the decoded definitions, whose schemas are already in
+// c.out, and builds the sorted projection.
+func (c *canonicalizer) finish(defs []Definition, spans []schemas) ([]Tool, error) {
+	tools := make([]Tool, len(defs))
+	for i := range defs {
+		if err := project(&defs[i], &tools[i], c.out, spans[i]); err != nil {
+			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
+		}
+	}
+	// All schemas share one allocation of exactly their size; c.out is
+	// pooled and goes back for reuse.
+	arena := bytes.Clone(c.out)
 	for i := range tools {
 		s := spans[i]
-		tools[i].InputSchema = arena[s[0]:s[1]:s[1]]
-		if s[2] < s[3] {
-			tools[i].OutputSchema = arena[s[2]:s[3]:s[3]]
+		tools[i].InputSchema = arena[s.in[0]:s.in[1]:s.in[1]]
+		if s.hasOut && arena[s.out[0]] == '{' {
+			tools[i].OutputSchema = arena[s.out[0]:s.out[1]:s.out[1]]
 		}
 	}
 	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
@@ -133,9 +184,9 @@ func toolLabel(name string, i int) string {
 	return fmt.Sprintf("#%d (name %q)", i, name)
 }
 
-// project validates d and fills t, writing its schemas to c.out and
-// their spans to span.
-func project(c *canonicalizer, d *Definition, t *Tool, span *[4]int) error {
+// project validates d and fills t, except for its schemas, which are
+// already canonical in out at sch.
+func project(d *Definition, t *Tool, out []byte, sch schemas) error {
 	if !ValidToolName(d.Name) {
 		return fmt.Errorf("invalid name: want 1–%d characters of [A-Za-z0-9_.-]", maxNameLen)
 	}
@@ -173,30 +224,15 @@ func project(c *canonicalizer, d *Definition, t *Tool, span *[4]int) error {
 	}
 	t.ReadOnlyHint = readOnly
 
-	if len(bytes.TrimSpace(d.InputSchema)) == 0 {
+	switch {
+	case !sch.hasIn:
 		return errors.New("inputSchema is missing")
-	}
-	span[0] = len(c.out)
-	if err := c.canonicalize(d.InputSchema, true); err != nil {
-		return fmt.Errorf("inputSchema: %w", err)
-	}
-	span[1] = len(c.out)
-	if c.out[span[0]] != '{' {
+	case out[sch.in[0]] != '{':
 		return errors.New("inputSchema is not a JSON object")
 	}
-	span[2], span[3] = len(c.out), len(c.out)
-	if len(bytes.TrimSpace(d.OutputSchema)) > 0 {
-		if err := c.canonicalize(d.OutputSchema, true); err != nil {
-			return fmt.Errorf("outputSchema: %w", err)
-		}
-		switch c.out[span[2]] {
-		case '{':
-			span[3] = len(c.out)
-		case 'n': // null: the kernel's way of saying there is none
-			c.out = c.out[:span[2]]
-		default:
-			return errors.New("outputSchema is not a JSON object")
-		}
+	// A null outputSchema is the kernel's way of saying there is none.
+	if sch.hasOut && out[sch.out[0]] != '{' && out[sch.out[0]] != 'n' {
+		return errors.New("outputSchema is not a JSON object")
 	}
 	return nil
 }
@@ -243,16 +279,17 @@ func ProjectRaw(raws []json.RawMessage) ([]Tool, error) {
 	if len(raws) > MaxTools {
 		return nil, fmt.Errorf("catalogue has %d tools: %w (the limit is %d)", len(raws), ErrTooManyTools, MaxTools)
 	}
-	defs := make([]Definition, len(raws))
 	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	c.out = c.out[:0]
+	defs := make([]Definition, len(raws))
+	spans := make([]schemas, len(raws))
 	for i, raw := range raws {
-		if err := c.definition(raw, &defs[i]); err != nil {
-			putCanonicalizer(c)
+		if err := c.definition(raw, &defs[i], &spans[i]); err != nil {
 			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
 		}
 	}
-	putCanonicalizer(c)
-	return Project(defs)
+	return c.finish(defs, spans)
 }
 
 // UnmarshalJSON decodes a kernel definition the way ProjectRaw does: only
@@ -262,7 +299,7 @@ func ProjectRaw(raws []json.RawMessage) ([]Tool, error) {
 func (d *Definition) UnmarshalJSON(data []byte) error {
 	c := getCanonicalizer()
 	defer putCanonicalizer(c)
-	if err := c.definition(data, d); err != nil {
+	if err := c.definition(data, d, nil); err != nil {
 		return err
 	}
 	// data belongs to the caller, who may reuse it.
@@ -271,9 +308,10 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// definition decodes src into d. The schemas are checked for syntax only
-// and alias src.
-func (c *canonicalizer) definition(src []byte, d *Definition) error {
+// definition decodes src into d. With s nil the schemas are checked for
+// syntax only and alias src; otherwise they are canonicalised into c.out
+// at s, in the same pass, and d's schema fields stay empty.
+func (c *canonicalizer) definition(src []byte, d *Definition, s *schemas) error {
 	*d = Definition{}
 	c.src, c.pos, c.depth = src, 0, 0
 	err := c.eachMember(func(key []byte) error {
@@ -290,9 +328,19 @@ func (c *canonicalizer) definition(src []byte, d *Definition) error {
 		case "readWrite":
 			d.ReadWrite, err = c.stringField("readWrite")
 		case "inputSchema":
-			d.InputSchema, err = c.rawField()
+			if s == nil {
+				d.InputSchema, err = c.rawField()
+			} else {
+				s.in, err = c.schema("inputSchema")
+				s.hasIn = true
+			}
 		case "outputSchema":
-			d.OutputSchema, err = c.rawField()
+			if s == nil {
+				d.OutputSchema, err = c.rawField()
+			} else {
+				s.out, err = c.schema("outputSchema")
+				s.hasOut = true
+			}
 		case "annotations":
 			d.Annotations, err = c.annotations()
 		default:

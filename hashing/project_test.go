@@ -68,6 +68,7 @@ func TestProjectRefuses(t *testing.T) {
 		{"an inputSchema that is null", with(func(d *Definition) { d.InputSchema = json.RawMessage(`null`) }), `inputSchema is not a JSON object`},
 		{"an inputSchema that is not JSON", with(func(d *Definition) { d.InputSchema = json.RawMessage(`{"a":}`) }), `inputSchema: invalid JSON at offset 5`},
 		{"an inputSchema with an infinite number", with(func(d *Definition) { d.InputSchema = json.RawMessage(`{"maximum":1e999}`) }), `does not fit a double`},
+		{"an inputSchema with trailing garbage", with(func(d *Definition) { d.InputSchema = json.RawMessage(`{} {}`) }), `inputSchema: invalid JSON at offset 3: unexpected '{' after the value`},
 		{"an outputSchema that is a string", with(func(d *Definition) { d.OutputSchema = json.RawMessage(`"x"`) }), `outputSchema is not a JSON object`},
 		{"a duplicate name", []Definition{validDef("b"), validDef("a"), validDef("b")}, `tool "b": duplicate name`},
 		{"more than 512 tools", many, `catalogue has 513 tools: too many tools`},
