@@ -248,7 +248,7 @@ func cloneBool(p *bool) *bool {
 // identifier trims s as the reference's String.prototype.trim does and
 // checks its length.
 func identifier(field, s string) (string, error) {
-	s = strings.TrimFunc(s, isECMAScriptSpace)
+	s = TrimSpace(s)
 	switch units, ok := validWTF8(s); {
 	case !ok:
 		return "", fmt.Errorf("%s is not valid UTF-8", field)
