@@ -48,9 +48,10 @@ var (
 
 // filesRoot confines the file tools to one directory tree. Two guards
 // stack: a path is resolved (symlinks and all) and refused if its real
-// path leaves the root, and every open then goes through os.Root, whose
-// openat-per-component walk keeps a symlink swapped in after the check
-// from reaching outside either.
+// path leaves the root; every open then goes through os.Root with that
+// real path. os.Root walks it one component at a time with openat and
+// O_NOFOLLOW, resolving any link itself, so a symlink swapped in between
+// the check and the open still cannot lead outside.
 type filesRoot struct {
 	real string // the root with symlinks resolved
 	root *os.Root
@@ -102,7 +103,7 @@ func pathFailure(tool, logical string, err error) outcome {
 // openRegular opens a regular file for reading. O_NONBLOCK keeps a FIFO
 // from hanging the call; anything not regular is refused after fstat.
 func (fr *filesRoot) openRegular(rel string) (*os.File, fs.FileInfo, error) {
-	f, err := fr.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	f, err := fr.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, err
 	}

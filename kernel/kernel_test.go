@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,10 +236,18 @@ func TestFileToolLimits(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.root, "public", "sub", "many.txt"), []byte(many), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(h.root, "public", "sub", "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c := h.dial()
 	c.hello("cc")
 	c.list()
-	r := c.invoke("files.read", map[string]string{"path": "/public/big.txt"})
+	// A FIFO would block a plain open until a writer came along.
+	r := c.invoke("files.read", map[string]string{"path": "/public/sub/pipe"})
+	if r.Status != kproto.StatusFailed || r.Code != codeNotFile {
+		t.Errorf("files.read of a FIFO: %+v", r)
+	}
+	r = c.invoke("files.read", map[string]string{"path": "/public/big.txt"})
 	if r.Status != kproto.StatusFailed || r.Code != codeTooLarge {
 		t.Errorf("files.read over the limit: %+v", r)
 	}
@@ -782,4 +791,24 @@ func TestListen(t *testing.T) {
 			t.Errorf("Listen in a world-writable directory: %v", err)
 		}
 	})
+}
+
+func TestSearchChecksTheGrantForEveryFile(t *testing.T) {
+	grants := []policy.Grant{
+		grant(t, "integration:cc", "files:/public", false, "search"),
+		grant(t, "integration:cc", "files:/public/sub/b.txt", false, "search"),
+	}
+	h := startKernel(t, grants)
+	if err := os.WriteFile(filepath.Join(h.root, "public", "other.txt"), []byte("needle in an ungranted file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := h.dial()
+	c.hello("cc")
+	c.list()
+	// The exact grant on /public lets the search start there, but only
+	// files with a grant of their own are read.
+	r := c.invoke("files.search", map[string]string{"path": "/public", "query": "needle"})
+	if r.Status != kproto.StatusSucceeded || strings.Contains(string(r.Output), "other.txt") || !strings.Contains(string(r.Output), "/public/sub/b.txt") {
+		t.Errorf("files.search: %+v %s", r, r.Output)
+	}
 }
