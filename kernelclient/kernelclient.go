@@ -1,0 +1,314 @@
+// Package kernelclient is the shim's side of the kernel socket
+// (docs/kernel-protocol.md): it checks the socket path and the kernel's
+// peer credentials before a byte is written, says integration.hello, and
+// multiplexes requests over the one connection that is the turn.
+package kernelclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/internal/peercred"
+	"github.com/sharedos/sharedos-mcp/internal/sockpath"
+)
+
+// ErrClosed is returned for requests that cannot be answered because the
+// kernel connection is gone. There is no reconnect: a new connection would
+// be a new turn with a new catalogue.
+var ErrClosed = errors.New("kernel connection closed")
+
+// KernelError is a JSON-RPC error answer from the kernel. Code is the
+// protocol reason (data.code), when the kernel gave one.
+type KernelError struct {
+	RPC  jsonrpc.Error
+	Code string
+}
+
+func (e *KernelError) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("kernel refused: %s (%s)", e.RPC.Message, e.Code)
+	}
+	return fmt.Sprintf("kernel refused: %s (code %d)", e.RPC.Message, e.RPC.Code)
+}
+
+// Options says where the kernel is and whom to trust.
+type Options struct {
+	Socket string
+	// KernelUID, when non-negative, is one more uid the kernel may run as
+	// besides our own and root.
+	KernelUID int
+	// MaxLine bounds one message line; <= 0 means jsonrpc.DefaultMaxLine.
+	MaxLine int
+	// PeerCred reads the kernel's credentials; nil means peercred.Get.
+	// Tests inject a fake to exercise refusals without a second user.
+	PeerCred func(*net.UnixConn) (peercred.Cred, error)
+}
+
+// Trusted reports whether uid may be the kernel's owner.
+func (o Options) Trusted(uid uint32) bool {
+	return uid == 0 || uid == uint32(os.Getuid()) || (o.KernelUID >= 0 && uid == uint32(o.KernelUID))
+}
+
+// Client is one connection to the kernel, that is, one turn.
+type Client struct {
+	conn *net.UnixConn
+	r    *jsonrpc.Reader
+
+	wmu  sync.Mutex // serializes writes
+	wbuf []byte
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[int64]chan response
+	err     error // set once the connection is lost
+	done    chan struct{}
+}
+
+type response struct {
+	result json.RawMessage
+	err    error
+}
+
+// Dial checks the socket path, connects, and checks the kernel's peer
+// credentials. Nothing is written before all checks pass.
+func Dial(opts Options) (*Client, error) {
+	if err := sockpath.CheckSocket(opts.Socket, opts.Trusted); err != nil {
+		return nil, fmt.Errorf("check socket: %w", err)
+	}
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: opts.Socket, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	get := opts.PeerCred
+	if get == nil {
+		get = peercred.Get
+	}
+	cred, err := get(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if !opts.Trusted(cred.UID) {
+		conn.Close()
+		return nil, fmt.Errorf("kernel peer runs as uid %d (pid %d), not our uid %d, root, or --kernel-uid", cred.UID, cred.PID, os.Getuid())
+	}
+	c := &Client{
+		conn:    conn,
+		r:       jsonrpc.NewReader(conn, opts.MaxLine),
+		pending: make(map[int64]chan response),
+		done:    make(chan struct{}),
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+// Done is closed when the connection is lost or closed.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Close closes the connection, which ends the turn at the kernel.
+func (c *Client) Close() error {
+	err := c.conn.Close()
+	<-c.done
+	return err
+}
+
+func (c *Client) readLoop() {
+	var err error
+	for {
+		var line []byte
+		line, err = c.r.ReadLine()
+		if err != nil {
+			break
+		}
+		var m jsonrpc.Message
+		if json.Unmarshal(line, &m) != nil || m.Method != "" {
+			continue // the kernel sends us no requests; ignore what we cannot use
+		}
+		id, perr := strconv.ParseInt(string(m.ID), 10, 64)
+		if perr != nil {
+			continue
+		}
+		c.mu.Lock()
+		ch, ok := c.pending[id]
+		delete(c.pending, id)
+		c.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if m.Error != nil {
+			ke := &KernelError{RPC: *m.Error}
+			var data kproto.ErrorData
+			if json.Unmarshal(m.Error.Data, &data) == nil {
+				ke.Code = data.Code
+			}
+			ch <- response{err: ke}
+		} else {
+			ch <- response{result: m.Result}
+		}
+	}
+	c.mu.Lock()
+	c.err = fmt.Errorf("%w: %v", ErrClosed, err)
+	for id, ch := range c.pending {
+		ch <- response{err: c.err}
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	c.conn.Close()
+	close(c.done)
+}
+
+// Call is a request sent to the kernel whose answer may still be coming.
+type Call struct {
+	c      *Client
+	id     int64
+	method string
+	ch     chan response
+}
+
+// start sends one request and returns without waiting for the answer, so
+// the caller can send requests in one order and wait for them in parallel.
+func (c *Client) start(method string, params any) (*Call, error) {
+	ch := make(chan response, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return nil, c.err
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+	if err := c.send(id, method, params); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	return &Call{c: c, id: id, method: method, ch: ch}, nil
+}
+
+// wait waits for the answer or ctx. On ctx expiry the request is
+// forgotten; the caller decides whether to tell the kernel.
+func (call *Call) wait(ctx context.Context, result any) error {
+	select {
+	case r := <-call.ch:
+		if r.err != nil {
+			return r.err
+		}
+		if result == nil {
+			return nil
+		}
+		if err := json.Unmarshal(r.result, result); err != nil {
+			return fmt.Errorf("decode %s result: %w", call.method, err)
+		}
+		return nil
+	case <-ctx.Done():
+		call.c.forget(call.id)
+		return ctx.Err()
+	}
+}
+
+func (c *Client) call(ctx context.Context, method string, params, result any) error {
+	call, err := c.start(method, params)
+	if err != nil {
+		return err
+	}
+	return call.wait(ctx, result)
+}
+
+func (c *Client) forget(id int64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// send writes one request (id > 0) or notification (id == 0).
+func (c *Client) send(id int64, method string, params any) error {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("encode %s params: %w", method, err)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b := append(c.wbuf[:0], `{"jsonrpc":"2.0",`...)
+	if id > 0 {
+		b = append(b, `"id":`...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"method":`...)
+	b = strconv.AppendQuote(b, method)
+	b = append(b, `,"params":`...)
+	b = append(b, p...)
+	b = append(b, "}\n"...)
+	c.wbuf = b
+	if _, err := c.conn.Write(b); err != nil {
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return nil
+}
+
+// Hello introduces the turn. It must be the first request.
+func (c *Client) Hello(ctx context.Context, p kproto.HelloParams) (kproto.HelloResult, error) {
+	var r kproto.HelloResult
+	if err := c.call(ctx, kproto.MethodHello, p, &r); err != nil {
+		return r, err
+	}
+	if r.Protocol != kproto.Version {
+		return r, fmt.Errorf("kernel speaks protocol %d, this shim speaks %d", r.Protocol, kproto.Version)
+	}
+	return r, nil
+}
+
+// List fetches the turn's catalogue.
+func (c *Client) List(ctx context.Context) (kproto.ListResult, error) {
+	var r kproto.ListResult
+	err := c.call(ctx, kproto.MethodList, struct{}{}, &r)
+	return r, err
+}
+
+// Invoke relays one call; refusals come back as results.
+func (c *Client) Invoke(ctx context.Context, p kproto.InvokeParams) (kproto.InvokeResult, error) {
+	call, err := c.StartInvoke(p)
+	if err != nil {
+		return kproto.InvokeResult{}, err
+	}
+	return call.InvokeResult(ctx)
+}
+
+// StartInvoke sends tools.invoke without waiting for the answer.
+func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
+	return c.start(kproto.MethodInvoke, p)
+}
+
+// InvokeResult waits for the answer to a call from StartInvoke.
+func (call *Call) InvokeResult(ctx context.Context) (kproto.InvokeResult, error) {
+	var r kproto.InvokeResult
+	err := call.wait(ctx, &r)
+	return r, err
+}
+
+// Cancel tells the kernel to stop a call; it does not wait.
+func (c *Client) Cancel(callID string) error {
+	return c.send(0, kproto.MethodCancel, kproto.CancelParams{CallID: callID})
+}
+
+// StartEscalate reports that the turn ends by asking a person, without
+// waiting for the kernel's acknowledgement; wait for it with Wait.
+func (c *Client) StartEscalate(p kproto.EscalateParams) (*Call, error) {
+	return c.start(kproto.MethodEscalate, p)
+}
+
+// Wait waits for an answer whose result carries nothing.
+func (call *Call) Wait(ctx context.Context) error { return call.wait(ctx, nil) }
+
+// Ping checks that the kernel answers.
+func (c *Client) Ping(ctx context.Context) error {
+	return c.call(ctx, kproto.MethodPing, struct{}{}, nil)
+}

@@ -1,0 +1,265 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+)
+
+// Protocol versions. The legacy ones negotiate once per session with
+// initialize; the modern one is stated on every request in _meta.
+const (
+	latestLegacy  = "2025-11-25"
+	modernVersion = "2026-07-28"
+
+	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+)
+
+var legacyVersions = map[string]bool{
+	"2024-11-05": true,
+	"2025-03-26": true,
+	"2025-06-18": true,
+	"2025-11-25": true,
+}
+
+// batchesAllowed reports whether the negotiated version still has JSON-RPC
+// batching (it was removed in 2025-06-18).
+func batchesAllowed(v string) bool { return v == "2024-11-05" || v == "2025-03-26" }
+
+// request is one JSON-RPC request or notification from the client, as far
+// as the shim needs it.
+type request struct {
+	id     json.RawMessage // nil for a notification
+	method string
+	params map[string]json.RawMessage // nil when absent
+	modern bool
+}
+
+// handleLine classifies one stdin line and starts answering it. It
+// returns the slot to queue, or nil when nothing will be written.
+func (s *server) handleLine(ctx context.Context, line []byte) *slot {
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return nil // blank lines are not messages
+	}
+	if !utf8.Valid(trimmed) || !json.Valid(trimmed) {
+		return readySlot(errorLine(nil, jsonrpc.CodeParseError, "parse error: not a JSON text", nil))
+	}
+	if trimmed[0] == '[' {
+		return s.handleBatch(ctx, trimmed)
+	}
+	return s.handleMessage(ctx, trimmed)
+}
+
+func (s *server) handleBatch(ctx context.Context, raw []byte) *slot {
+	var elems []json.RawMessage
+	json.Unmarshal(raw, &elems) // valid JSON array: cannot fail
+	if len(elems) == 0 {
+		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: empty batch", nil))
+	}
+	if !batchesAllowed(s.legacyVersion) {
+		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: batches are not supported in this protocol version", nil))
+	}
+	var parts []*slot
+	for _, e := range elems {
+		if sl := s.handleMessage(ctx, e); sl != nil {
+			parts = append(parts, sl)
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	batch := &slot{done: make(chan struct{})}
+	s.calls.Add(1)
+	go func() {
+		defer s.calls.Done()
+		out := []byte{'['}
+		n := 0
+		for _, p := range parts {
+			<-p.done
+			if p.cancelled.Load() || p.out == nil {
+				continue
+			}
+			if n > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, bytes.TrimSuffix(p.out, []byte{'\n'})...)
+			n++
+		}
+		if n == 0 {
+			batch.finish(nil)
+			return
+		}
+		batch.finish(append(out, "]\n"...))
+	}()
+	return batch
+}
+
+// handleMessage answers one message that is valid JSON.
+func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: not a JSON object", nil))
+	}
+	id, idOK := fields["id"]
+	if idOK && !validID(id) {
+		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: id must be a string or a number", nil))
+	}
+	if !bytes.Equal(fields["jsonrpc"], []byte(`"2.0"`)) {
+		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, `invalid request: jsonrpc must be "2.0"`, nil))
+	}
+	rawMethod, hasMethod := fields["method"]
+	if !hasMethod {
+		_, isResult := fields["result"]
+		_, isError := fields["error"]
+		if idOK && (isResult || isError) {
+			return nil // a response; the shim sends the client no requests
+		}
+		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
+	}
+	var method string
+	if err := json.Unmarshal(rawMethod, &method); err != nil || method == "" {
+		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: method must be a non-empty string", nil))
+	}
+	req := &request{id: id, method: method}
+	if p, ok := fields["params"]; ok && !bytes.Equal(p, []byte("null")) {
+		if err := json.Unmarshal(p, &req.params); err != nil {
+			if !idOK {
+				return nil
+			}
+			return readySlot(errorLine(id, jsonrpc.CodeInvalidParams, "invalid params: params must be an object", nil))
+		}
+	}
+	if !idOK {
+		s.handleNotification(req)
+		return nil
+	}
+	if meta, ok := req.params["_meta"]; ok {
+		if out, isModern := s.checkModern(req, meta); isModern {
+			if out != nil {
+				return readySlot(out)
+			}
+			req.modern = true
+		}
+	}
+	return s.handleRequest(ctx, req)
+}
+
+// validID reports whether id is a JSON string or number. MCP forbids null.
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	switch c := id[0]; {
+	case c == '"':
+		return true
+	case c == '-' || ('0' <= c && c <= '9'):
+		return true
+	}
+	return false
+}
+
+// checkModern decides whether a request is in the modern era (its _meta
+// names a protocol version) and, if so, whether that _meta is acceptable.
+// out is the error line to answer instead, or nil.
+func (s *server) checkModern(req *request, rawMeta json.RawMessage) (out []byte, modern bool) {
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(rawMeta, &meta) != nil {
+		return nil, false
+	}
+	rawVersion, ok := meta[metaProtocolVersion]
+	if !ok {
+		return nil, false
+	}
+	var version string
+	if json.Unmarshal(rawVersion, &version) != nil {
+		return errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: _meta protocolVersion must be a string", nil), true
+	}
+	if version != modernVersion {
+		data, _ := marshal(map[string]any{"supported": []string{modernVersion}, "requested": version})
+		return errorLine(req.id, jsonrpc.CodeUnsupportedVersion, "unsupported protocol version", data), true
+	}
+	caps, ok := meta[metaClientCaps]
+	if !ok || len(caps) == 0 || caps[0] != '{' {
+		return errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: _meta must carry "+metaClientCaps+" as an object", nil), true
+	}
+	return nil, true
+}
+
+func (s *server) handleNotification(req *request) {
+	switch req.method {
+	case "notifications/cancelled":
+		var id json.RawMessage
+		if raw, ok := req.params["requestId"]; ok {
+			id = raw
+		}
+		s.cancelRequest(id)
+	default:
+		// notifications/initialized and anything unknown: nothing to do.
+	}
+}
+
+func (s *server) handleRequest(ctx context.Context, req *request) *slot {
+	switch {
+	case req.method == "tools/list":
+		return s.toolsList(ctx, req)
+	case req.method == "tools/call":
+		return s.toolsCall(ctx, req)
+	case req.method == "initialize" && !req.modern:
+		return readySlot(s.initialize(req))
+	case req.method == "ping" && !req.modern:
+		return readySlot(resultLine(req.id, []byte("{}")))
+	case req.method == "server/discover" && req.modern:
+		return readySlot(s.discover(req))
+	}
+	return readySlot(errorLine(req.id, jsonrpc.CodeMethodNotFound, "method not found: "+req.method, nil))
+}
+
+// register makes a pending request cancellable by id.
+func (s *server) register(id json.RawMessage, sl *slot) {
+	s.mu.Lock()
+	s.inflight[string(id)] = sl
+	s.mu.Unlock()
+}
+
+func (s *server) unregister(id json.RawMessage, sl *slot) {
+	s.mu.Lock()
+	if s.inflight[string(id)] == sl {
+		delete(s.inflight, string(id))
+	}
+	s.mu.Unlock()
+}
+
+// cancelRequest drops the answer to a pending request and stops the work
+// behind it. Unknown or already answered ids are ignored.
+func (s *server) cancelRequest(id json.RawMessage) {
+	s.mu.Lock()
+	sl, ok := s.inflight[string(compactID(id))]
+	delete(s.inflight, string(compactID(id)))
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	sl.cancelled.Store(true)
+	if sl.callID != "" {
+		// Sent here, in arrival order, rather than by the goroutine
+		// waiting on the call.
+		s.kernel.Cancel(sl.callID)
+	}
+	if sl.cancel != nil {
+		sl.cancel()
+	}
+}
+
+func compactID(id json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return id
+	}
+	return b.Bytes()
+}

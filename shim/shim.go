@@ -1,0 +1,212 @@
+// Package shim is the MCP stdio server that a harness spawns for one turn.
+// It answers protocol-level methods itself, publishes the kernel's
+// catalogue (projected and hashed), and relays every tools/call to the
+// kernel, which authorizes it again. It decides nothing about authority.
+//
+// The loop is hand-written rather than built on an SDK server because the
+// contract differs on three points: answers leave in arrival order even
+// when the kernel answers out of order, every request already read is
+// answered at stdin EOF, and a bad line is answered and skipped rather
+// than ending the session.
+package shim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernelclient"
+)
+
+// Config is what Serve needs for one turn.
+type Config struct {
+	// Kernel is the turn's connection, already introduced with Hello.
+	Kernel *kernelclient.Client
+	Hello  kproto.HelloResult
+	// Version is the shim's own version, published in serverInfo.
+	Version string
+	// CallTimeout bounds one relayed call; 0 means no bound.
+	CallTimeout time.Duration
+	// MaxLine bounds one stdin line; <= 0 means jsonrpc.DefaultMaxLine.
+	MaxLine int
+	Log     zerolog.Logger
+}
+
+// maxInFlight bounds requests read but not yet answered; the reader waits
+// when it is reached, so a flood of calls cannot grow memory without end.
+const maxInFlight = 1024
+
+// slot is one answer to write, in arrival order. out is nil when nothing
+// is to be written (a cancelled request).
+type slot struct {
+	done      chan struct{}
+	out       []byte
+	cancelled atomic.Bool
+	cancel    context.CancelFunc // set for requests that wait on something
+	callID    string             // set for calls sent to the kernel
+}
+
+func readySlot(out []byte) *slot {
+	s := &slot{done: make(chan struct{}), out: out}
+	close(s.done)
+	return s
+}
+
+func (s *slot) finish(out []byte) {
+	s.out = out
+	close(s.done)
+}
+
+type server struct {
+	cfg        Config
+	kernel     *kernelclient.Client
+	serverInfo []byte // {"name":…,"version":…}
+
+	cat *catalogue // fetched once per turn; see catalogue.go
+
+	// Owned by the reader goroutine.
+	legacyVersion string // negotiated by initialize; "" before
+	escalated     bool
+	nextCall      int64
+
+	mu       sync.Mutex
+	inflight map[string]*slot // by request id, for notifications/cancelled
+
+	calls sync.WaitGroup // goroutines answering requests
+}
+
+// Serve runs one turn: it reads MCP messages from in and writes answers to
+// out until in reaches EOF (every request read is answered first), writing
+// out fails, or ctx is cancelled (what is in flight is cancelled). It
+// closes the kernel connection before returning. EOF is a clean end and
+// returns nil.
+func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
+	s := newServer(cfg)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	queue := make(chan *slot, maxInFlight)
+	readErr := make(chan error, 1)
+	go func() { readErr <- s.read(ctx, in, queue) }()
+
+	writeErr := make(chan error, 1)
+	go func() { writeErr <- write(ctx, out, queue) }()
+
+	var err error
+	select {
+	case err = <-writeErr:
+		// The reader closed the queue and everything was written, or the
+		// write side failed.
+		if err == nil {
+			err = <-readErr
+		}
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	cancel()
+	s.calls.Wait()
+	s.kernel.Close()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+func newServer(cfg Config) *server {
+	info, _ := marshal(map[string]string{"name": "sharedos-mcp", "version": cfg.Version})
+	return &server{
+		cfg:        cfg,
+		kernel:     cfg.Kernel,
+		serverInfo: info,
+		cat:        newCatalogue(),
+		inflight:   make(map[string]*slot),
+	}
+}
+
+// read turns stdin lines into slots, in order. It returns io.EOF at the
+// end of input after queueing every answer.
+func (s *server) read(ctx context.Context, in io.Reader, queue chan<- *slot) error {
+	defer close(queue)
+	r := jsonrpc.NewReader(in, s.cfg.MaxLine)
+	for {
+		line, err := r.ReadLine()
+		var sl *slot
+		switch {
+		case errors.Is(err, jsonrpc.ErrLineTooLong):
+			s.cfg.Log.Warn().Msg("stdin line over the size limit answered -32600 and skipped")
+			sl = readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "message exceeds the maximum line size", nil))
+		case err != nil:
+			return err
+		default:
+			sl = s.handleLine(ctx, line)
+		}
+		if sl == nil {
+			continue
+		}
+		select {
+		case queue <- sl:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// write writes answers in queue order. Answers already done when the
+// previous one is written are gathered into one write. It returns nil when
+// the queue is closed and drained.
+func write(ctx context.Context, out io.Writer, queue <-chan *slot) error {
+	var buf []byte
+	var next *slot
+	for {
+		sl := next
+		next = nil
+		if sl == nil {
+			var ok bool
+			if sl, ok = <-queue; !ok {
+				return nil
+			}
+		}
+		select {
+		case <-sl.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !sl.cancelled.Load() {
+			buf = append(buf, sl.out...)
+		}
+		closed := false
+		select {
+		case n, ok := <-queue:
+			next, closed = n, !ok
+		default:
+		}
+		if next != nil && isDone(next) && len(buf) < 1<<20 {
+			continue
+		}
+		if len(buf) > 0 {
+			if _, err := out.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+		if closed {
+			return nil
+		}
+	}
+}
+
+func isDone(s *slot) bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}

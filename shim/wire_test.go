@@ -1,0 +1,123 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/txtar"
+	"github.com/rs/zerolog"
+
+	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
+	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernelclient"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected sections of testdata/wire/*.txtar")
+
+// TestWire runs each testdata/wire/*.txtar script: the client's lines
+// ("in") go to a shim in front of the fake kernel; what the shim writes
+// must equal "out", and what the kernel saw must equal "kernel" when the
+// script has that section. Lines in the comment of the form "key: value"
+// set options: call-timeout, max-message, kernel (wrong-hash).
+// The catalogue's hash is written $HASH in the scripts.
+func TestWire(t *testing.T) {
+	files, err := filepath.Glob("testdata/wire/*.txtar")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no wire scripts: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			t.Parallel()
+			runWireScript(t, file)
+		})
+	}
+}
+
+func runWireScript(t *testing.T, file string) {
+	ar, err := txtar.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := map[string]string{}
+	for _, line := range strings.Split(string(ar.Comment), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && !strings.Contains(k, " ") {
+			opts[k] = v
+		}
+	}
+	sections := map[string]*txtar.File{}
+	for i := range ar.Files {
+		sections[ar.Files[i].Name] = &ar.Files[i]
+	}
+	in, ok := sections["in"]
+	if !ok {
+		t.Fatal("script has no in section")
+	}
+
+	k := kerneltest.Start(t, kerneltest.Options{WrongHash: opts["kernel"] == "wrong-hash"})
+	cfg := Config{Version: "test", Log: zerolog.Nop()}
+	if v, ok := opts["call-timeout"]; ok {
+		if cfg.CallTimeout, err = time.ParseDuration(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, ok := opts["max-message"]; ok {
+		if cfg.MaxLine, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Kernel, cfg.Hello = dialKernel(t, k.Path)
+
+	var out bytes.Buffer
+	if err := Serve(context.Background(), cfg, bytes.NewReader(in.Data), &out); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	k.WaitIdle()
+	got := map[string]string{
+		"out":    strings.ReplaceAll(out.String(), k.Hash, "$HASH"),
+		"kernel": strings.Join(k.Events(), "\n") + "\n",
+	}
+	changed := false
+	for _, name := range []string{"out", "kernel"} {
+		f, ok := sections[name]
+		if !ok {
+			if name == "out" {
+				t.Fatal("script has no out section")
+			}
+			continue
+		}
+		if string(f.Data) == got[name] {
+			continue
+		}
+		if *update {
+			f.Data = []byte(got[name])
+			changed = true
+			continue
+		}
+		t.Errorf("%s differs\n--- got\n%s--- want\n%s", name, got[name], f.Data)
+	}
+	if changed {
+		if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func dialKernel(t testing.TB, path string) (*kernelclient.Client, kproto.HelloResult) {
+	t.Helper()
+	c, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello, err := c.Hello(context.Background(), kproto.HelloParams{Name: "wire-test", Shim: kproto.Peer{Version: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, hello
+}
