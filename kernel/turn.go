@@ -249,8 +249,10 @@ func (t *turn) markEscalated(callID, reason, note string) {
 	t.mu.Lock()
 	t.escalated = true
 	t.mu.Unlock()
+	// The shim caps reasons at 512 UTF-16 units; this cap only keeps a
+	// client that skips the shim from writing megabyte audit lines.
 	t.s.record(t.event(EventTurnEscalated, func(e *Event) {
-		e.CallID, e.Reason, e.Note = callID, reason, note
+		e.CallID, e.Reason, e.Note = shorten(callID, 128), shorten(reason, 4096), shorten(note, 4096)
 	}))
 }
 
