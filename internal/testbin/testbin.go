@@ -1,0 +1,52 @@
+// Package testbin builds the sharedos-mcp binary once per test process,
+// for tests that run it as a real subprocess.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var (
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+)
+
+// Main runs a package's tests and then removes the binary. Call it from
+// TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// Path returns the path of a freshly built binary, building it on first
+// use. Tests that need it are skipped under -short.
+func Path(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	once.Do(func() {
+		if dir, err = os.MkdirTemp("", "smcp-bin"); err != nil {
+			return
+		}
+		bin = filepath.Join(dir, "sharedos-mcp")
+		out, buildErr := exec.Command("go", "build", "-o", bin, "github.com/sharedos/sharedos-mcp").CombinedOutput()
+		if buildErr != nil {
+			err = fmt.Errorf("go build: %v\n%s", buildErr, out)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
