@@ -34,8 +34,8 @@ fuzz: ## run every Fuzz* target for FUZZTIME each (default 10s)
 bench: ## run the benchmarks
 	go test -run '^$$' -bench . -benchmem ./...
 
-demo: ## run the end-to-end demo (scripts/demo.sh)
-	bash scripts/demo.sh
+demo: ## build, start the reference kernel on its embedded default, run a scripted session through the shim
+	go run ./scripts/demo
 
 snapshot: ## build the release archives into dist/ without publishing
 	bash scripts/goreleaser.sh release --snapshot --clean

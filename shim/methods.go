@@ -41,7 +41,7 @@ func (s *server) initialize(req *request) []byte {
 		Version string `json:"version"`
 	}
 	if json.Unmarshal(req.params["clientInfo"], &client) == nil && client.Name != "" {
-		s.cfg.Log.Info().Str("client", client.Name).Str("clientVersion", client.Version).Str("protocolVersion", version).Msg("initialize")
+		s.cfg.Log.Debug().Str("client", client.Name).Str("clientVersion", client.Version).Str("protocolVersion", version).Msg("initialize")
 	}
 	result, _ := marshal(map[string]any{
 		"protocolVersion": version,
