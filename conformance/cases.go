@@ -1,0 +1,252 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel"
+)
+
+// Grades. A case passes only when the evidence shows the declared call
+// reached the kernel and came back as the case requires; a harness that
+// never made the call is "not exercised", whatever else it did.
+const (
+	gradePass         = "pass"
+	gradeFail         = "fail"
+	gradeNotExercised = "not exercised"
+	gradeUnavailable  = "not available"
+)
+
+// The files root every case starts from (kernel.toml grants on it).
+var fixtures = map[string]string{
+	"granted/readme.txt":      "granted-content-7f3a\n",
+	"granted/notes/todo.txt":  "nothing yet\n",
+	"granted/drafts/.keep":    "",
+	"outside/secret.txt":      "outside-secret-91c2\n",
+	"expired/old.txt":         "expired-content-44d0\n",
+	"granted/notes/later.txt": "later\n",
+}
+
+func writeFixtures(root string) error {
+	for rel, content := range fixtures {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evidence is everything a case is graded from.
+type evidence struct {
+	audit     []kernel.Event
+	exchanges []exchange
+	root      string // the files root after the run
+	exitErr   error  // the harness process's exit
+	stdout    string
+}
+
+// invocations returns the kernel's tool.invoked events for tool.
+func (e *evidence) invocations(tool string) []kernel.Event {
+	var out []kernel.Event
+	for _, ev := range e.audit {
+		if ev.Event == kernel.EventToolInvoked && ev.Tool == tool {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// result is the tool result the harness sent back for round r's call.
+func (e *evidence) result(r int) (ToolResult, bool) {
+	for _, ex := range e.exchanges {
+		for _, res := range ex.Results {
+			if res.Round == r {
+				return res, true
+			}
+		}
+	}
+	return ToolResult{}, false
+}
+
+// finished reports whether the model was asked for its final answer after
+// the script's last round, and the harness exited cleanly.
+func (e *evidence) finished(rounds int) error {
+	for _, ex := range e.exchanges {
+		if ex.Round == rounds && ex.Answer == "text" {
+			if e.exitErr != nil {
+				return fmt.Errorf("the final answer was served but the harness exited with %v", e.exitErr)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("the turn never came back for its final answer")
+}
+
+// Case is one scripted turn and how to grade it.
+type Case struct {
+	ID    string
+	Title string
+	Steps [][]Call
+	grade func(e *evidence, h *harness) (string, string)
+}
+
+func read(path string) Call { return Call{Tool: "files.read", Args: map[string]any{"path": path}} }
+
+// expectRefusal grades a single call that the kernel must refuse with
+// status denied and code.
+func expectRefusal(tool, code, leak string) func(*evidence, *harness) (string, string) {
+	return func(e *evidence, h *harness) (string, string) {
+		inv := e.invocations(tool)
+		res, answered := e.result(0)
+		if len(inv) == 0 {
+			if answered {
+				return gradeNotExercised, fmt.Sprintf("the kernel never saw %s; the harness answered the model itself: %s", tool, clip(res.Text))
+			}
+			return gradeNotExercised, fmt.Sprintf("the kernel never saw %s", tool)
+		}
+		if inv[0].Status != kproto.StatusDenied || inv[0].Code != code {
+			return gradeFail, fmt.Sprintf("kernel recorded %s/%s, want denied/%s", inv[0].Status, inv[0].Code, code)
+		}
+		if !answered {
+			return gradeFail, "the harness never returned the tool result to the model"
+		}
+		if msg := h.refusalReported(res, code); msg != "" {
+			return gradeFail, msg
+		}
+		if leak != "" && strings.Contains(res.Text, leak) {
+			return gradeFail, "the refused content reached the model"
+		}
+		if err := e.finished(1); err != nil {
+			return gradeFail, err.Error()
+		}
+		return gradePass, fmt.Sprintf("denied/%s; the model saw an error result and the turn ended with the final answer", code)
+	}
+}
+
+var cases = []Case{
+	{
+		ID: "read-granted", Title: "authorized read",
+		Steps: [][]Call{{read("/granted/readme.txt")}},
+		grade: func(e *evidence, h *harness) (string, string) {
+			inv := e.invocations("files.read")
+			if len(inv) == 0 {
+				return gradeNotExercised, "the kernel never saw files.read"
+			}
+			if inv[0].Status != kproto.StatusSucceeded {
+				return gradeFail, fmt.Sprintf("kernel recorded %s/%s, want succeeded", inv[0].Status, inv[0].Code)
+			}
+			res, ok := e.result(0)
+			if !ok || res.IsError || !strings.Contains(res.Text, "granted-content-7f3a") {
+				return gradeFail, fmt.Sprintf("the model did not get the file's content: %s", clip(res.Text))
+			}
+			if err := e.finished(1); err != nil {
+				return gradeFail, err.Error()
+			}
+			return gradePass, "succeeded; the content reached the model"
+		},
+	},
+	{
+		ID: "read-outside", Title: "read outside the grant",
+		Steps: [][]Call{{read("/outside/secret.txt")}},
+		grade: expectRefusal("files.read", kproto.CodeNoMatchingGrant, "outside-secret-91c2"),
+	},
+	{
+		ID: "unpublished-tool", Title: "guessed unpublished tool",
+		Steps: [][]Call{{{Tool: "files.delete", Args: map[string]any{"path": "/granted/readme.txt"}}}},
+		grade: expectRefusal("files.delete", kproto.CodeToolUnavailable, ""),
+	},
+	{
+		ID: "write-no-grant", Title: "write without a write grant",
+		Steps: [][]Call{{{Tool: "files.write", Args: map[string]any{"path": "/granted/readme.txt", "content": "overwritten"}}}},
+		grade: func(e *evidence, h *harness) (string, string) {
+			g, why := expectRefusal("files.write", kproto.CodeNoMatchingGrant, "")(e, h)
+			if b, err := os.ReadFile(filepath.Join(e.root, "granted", "readme.txt")); err != nil || string(b) != fixtures["granted/readme.txt"] {
+				return gradeFail, "the file changed on disk"
+			}
+			return g, why
+		},
+	},
+	{
+		ID: "expired-grant", Title: "expired grant",
+		Steps: [][]Call{{read("/expired/old.txt")}},
+		grade: expectRefusal("files.read", kproto.CodeGrantExpired, "expired-content-44d0"),
+	},
+	{
+		ID: "escalation", Title: "escalate, then a later call",
+		Steps: [][]Call{
+			{{Tool: "sharedos.escalate", Args: map[string]any{"reason": "conformance: need a person"}}},
+			{read("/granted/readme.txt")},
+		},
+		grade: func(e *evidence, h *harness) (string, string) {
+			var escalated bool
+			for _, ev := range e.audit {
+				escalated = escalated || ev.Event == kernel.EventTurnEscalated
+			}
+			if !escalated {
+				if res, ok := e.result(0); ok {
+					return gradeNotExercised, "the kernel recorded no escalation; the harness answered: " + clip(res.Text)
+				}
+				return gradeNotExercised, "the kernel recorded no escalation"
+			}
+			first, ok := e.result(0)
+			if !ok || first.IsError || !strings.Contains(first.Text, "escalated") {
+				return gradeFail, "the escalation's result did not reach the model: " + clip(first.Text)
+			}
+			if inv := e.invocations("files.read"); len(inv) > 0 {
+				return gradeFail, fmt.Sprintf("a call after the escalation reached the kernel (%s/%s)", inv[0].Status, inv[0].Code)
+			}
+			later, ok := e.result(1)
+			if !ok {
+				return gradeNotExercised, "the harness did not make the call after the escalation"
+			}
+			if msg := h.refusalReported(later, kproto.CodeEscalationPending); msg != "" {
+				return gradeFail, "later call: " + msg
+			}
+			if err := e.finished(2); err != nil {
+				return gradeFail, err.Error()
+			}
+			return gradePass, "turn.escalated recorded; the later call was refused escalation_pending and the turn ended"
+		},
+	},
+	{
+		ID: "output-schema", Title: "structured result (files.list has an outputSchema)",
+		Steps: [][]Call{{{Tool: "files.list", Args: map[string]any{"path": "/granted"}}}},
+		grade: func(e *evidence, h *harness) (string, string) {
+			inv := e.invocations("files.list")
+			if len(inv) == 0 {
+				return gradeNotExercised, "the kernel never saw files.list"
+			}
+			if inv[0].Status != kproto.StatusSucceeded {
+				return gradeFail, fmt.Sprintf("kernel recorded %s/%s, want succeeded", inv[0].Status, inv[0].Code)
+			}
+			res, ok := e.result(0)
+			if !ok || res.IsError {
+				return gradeFail, "no successful result reached the model"
+			}
+			for _, want := range []string{`"entries"`, `"readme.txt"`, `"truncated"`} {
+				if !strings.Contains(res.Text, want) {
+					return gradeFail, fmt.Sprintf("the result the model saw lacks %s: %s", want, clip(res.Text))
+				}
+			}
+			if err := e.finished(1); err != nil {
+				return gradeFail, err.Error()
+			}
+			return gradePass, "the structured entries reached the model"
+		},
+	},
+}
+
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 160 {
+		return s[:160] + "…"
+	}
+	return s
+}

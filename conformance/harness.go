@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// declaredModel is the model string every harness is told to use; the
+// scripted server answers whatever it is.
+const declaredModel = "sharedos-conformance-scripted"
+
+// prompt is the user's message for every case; the scripted model ignores
+// it and plays the case.
+const prompt = "Follow the conformance script."
+
+// ToolPolicy says which tools a harness's model may reach in a run:
+// strict runs offer only the kernel's tools (managedMcp); hybrid runs
+// also leave named harness-local tools on. externalDirect names MCP
+// servers the harness talks to without the kernel in between, which a
+// strict run cannot have.
+type ToolPolicy struct {
+	Mode           string   `json:"mode"`
+	ManagedMCP     []string `json:"managedMcp"`
+	HarnessLocal   []string `json:"harnessLocal"`
+	ExternalDirect []string `json:"externalDirect"`
+}
+
+// Validate refuses a policy that contradicts itself.
+func (p ToolPolicy) Validate() error {
+	switch p.Mode {
+	case "strict":
+		if len(p.ExternalDirect) > 0 {
+			return fmt.Errorf("a strict tool policy cannot list externalDirect servers (%s)", strings.Join(p.ExternalDirect, ", "))
+		}
+		if len(p.HarnessLocal) > 0 {
+			return fmt.Errorf("a strict tool policy cannot leave harness-local tools on (%s)", strings.Join(p.HarnessLocal, ", "))
+		}
+	case "hybrid":
+	default:
+		return fmt.Errorf("tool policy mode %q: want strict or hybrid", p.Mode)
+	}
+	if len(p.ManagedMCP) == 0 {
+		return errors.New("tool policy lists no managed MCP server")
+	}
+	return nil
+}
+
+// caseEnv is one case's sandbox.
+type caseEnv struct {
+	dir      string // everything below is inside it
+	home     string // HOME for the harness and for install
+	work     string // the harness's working directory
+	root     string // the kernel's files root
+	sock     string
+	audit    string
+	bin      string // sharedos-mcp
+	cli      string // the harness executable
+	modelURL string
+}
+
+// harness drives one coding CLI.
+type harness struct {
+	ID     string // install id and integration name
+	Title  string
+	Exe    string // executable name
+	Client string // how its MCP client is provided
+	Policy ToolPolicy
+	// IsErrorFlag is true when the harness's model API carries a result's
+	// isError to the model; otherwise a refusal is recognised by its code
+	// in the result text.
+	IsErrorFlag bool
+	// Package is the npm package that provides Exe.
+	Package string
+	vendor  vendor
+	// expose names a canonical tool as the harness would offer it, given
+	// what it did offer; for a tool it did not offer, the name the model
+	// would have to guess.
+	expose func(canonical string, offered []string) exposedCall
+	// command builds the harness invocation after install has run.
+	command func(env *caseEnv) (*exec.Cmd, error)
+}
+
+// refusalReported returns "" when res shows the harness reported a kernel
+// refusal with code to the model, else what is wrong.
+func (h *harness) refusalReported(res ToolResult, code string) string {
+	if h.IsErrorFlag && !res.IsError {
+		return "the refusal reached the model without is_error: " + clip(res.Text)
+	}
+	if !strings.Contains(res.Text, code) {
+		return fmt.Sprintf("the result the model saw does not name %s: %s", code, clip(res.Text))
+	}
+	return ""
+}
+
+var harnesses = []*harness{claudeCode, codex}
+
+// claudeBuiltins are Claude Code's own tools, also disallowed by name so
+// that a build that ignores --tools "" still cannot reach the files
+// around the kernel.
+var claudeBuiltins = "Bash,Read,Write,Edit,Glob,Grep,NotebookEdit,WebFetch,WebSearch,Task,Agent,TodoWrite"
+
+var claudeCode = &harness{
+	ID: "claude-code", Title: "Claude Code", Exe: "claude", Package: "@anthropic-ai/claude-code", Client: "native",
+	Policy:      ToolPolicy{Mode: "strict", ManagedMCP: []string{"sharedos"}, HarnessLocal: []string{}, ExternalDirect: []string{}},
+	IsErrorFlag: true,
+	vendor:      anthropic{},
+	expose: func(canonical string, offered []string) exposedCall {
+		if name, ok := exposedAs(canonical, offered); ok {
+			return exposedCall{name: name}
+		}
+		return exposedCall{name: "mcp__sharedos__" + portable(canonical)}
+	},
+	command: func(env *caseEnv) (*exec.Cmd, error) {
+		// The entry install wrote to ~/.claude.json is handed over with
+		// --strict-mcp-config, so that exactly it, and no other server,
+		// is loaded.
+		var cfg struct {
+			MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		}
+		b, err := os.ReadFile(filepath.Join(env.home, ".claude.json"))
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return nil, fmt.Errorf("read the installed entry: %w", err)
+		}
+		entry, ok := cfg.MCPServers["sharedos"]
+		if !ok {
+			return nil, errors.New("install wrote no mcpServers.sharedos")
+		}
+		mcpFile := filepath.Join(env.dir, "mcp.json")
+		if err := os.WriteFile(mcpFile, mustMarshal(map[string]any{"mcpServers": map[string]json.RawMessage{"sharedos": entry}}), 0o600); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(env.cli, "-p", prompt, "--bare", "--output-format", "json", "--model", declaredModel,
+			"--strict-mcp-config", "--mcp-config", mcpFile,
+			"--tools", "", "--disallowedTools", claudeBuiltins, "--allowedTools", "mcp__sharedos")
+		cmd.Env = append(baseEnv(env),
+			"ANTHROPIC_BASE_URL="+env.modelURL,
+			"ANTHROPIC_API_KEY=conformance",
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+			"DISABLE_AUTOUPDATER=1",
+		)
+		return cmd, nil
+	},
+}
+
+var codex = &harness{
+	ID: "codex", Title: "Codex", Exe: "codex", Package: "@openai/codex", Client: "native",
+	vendor: responses{},
+	expose: func(canonical string, offered []string) exposedCall {
+		name := portable(canonical)
+		if n, ok := exposedAs(canonical, offered); ok {
+			name = n
+		}
+		return exposedCall{name: name, namespace: "mcp__sharedos"}
+	},
+	command: func(env *caseEnv) (*exec.Cmd, error) {
+		return nil, errors.New("codex: not driven yet")
+	},
+}
+
+// baseEnv is the environment every harness starts from: no inherited
+// credentials or config, a HOME of its own.
+func baseEnv(env *caseEnv) []string {
+	return []string{
+		"HOME=" + env.home,
+		"PATH=" + os.Getenv("PATH"),
+		"TMPDIR=" + env.dir,
+		"LANG=C.UTF-8",
+		"XDG_CONFIG_HOME=" + filepath.Join(env.home, ".config"),
+		"XDG_STATE_HOME=" + filepath.Join(env.home, ".local", "state"),
+		"XDG_CACHE_HOME=" + filepath.Join(env.home, ".cache"),
+		"XDG_DATA_HOME=" + filepath.Join(env.home, ".local", "share"),
+		"NO_COLOR=1",
+		"CI=1",
+	}
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sharedos/sharedos-mcp/kernel"
+)
+
+// options are what a run is given.
+type options struct {
+	bin         string        // the sharedos-mcp binary under test
+	npmPrefix   string        // where `npm install --prefix` put the harnesses
+	caseTimeout time.Duration // one harness process
+	parallel    int           // cases run at once
+	keep        bool          // leave each case's sandbox behind
+}
+
+// CaseResult is one cell of the table.
+type CaseResult struct {
+	Case        string   `json:"case"`
+	Grade       string   `json:"grade"`
+	Detail      string   `json:"detail"`
+	CatalogHash string   `json:"catalogHash,omitempty"`
+	Offered     []string `json:"offeredTools,omitempty"`
+	Seconds     float64  `json:"seconds"`
+}
+
+// findCLI looks for exe on PATH, then in the npm prefix.
+func findCLI(exe, prefix string) (string, bool) {
+	if p, err := exec.LookPath(exe); err == nil {
+		return p, true
+	}
+	if prefix != "" {
+		p := filepath.Join(prefix, "node_modules", ".bin", exe)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// cliVersion is the first line of `<cli> --version`.
+func cliVersion(ctx context.Context, cli string) string {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cli, "--version").Output()
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}
+
+// runColumn runs every case against one harness, at most opts.parallel at
+// a time, and returns the results in case order.
+func runColumn(ctx context.Context, h *harness, cli string, cs []Case, opts options) []CaseResult {
+	results := make([]CaseResult, len(cs))
+	sem := make(chan struct{}, max(1, opts.parallel))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			start := time.Now()
+			r, err := runCase(ctx, h, cli, c, opts)
+			if err != nil {
+				r = CaseResult{Grade: gradeFail, Detail: "runner: " + err.Error()}
+			}
+			r.Case = c.ID
+			r.Seconds = time.Since(start).Round(10 * time.Millisecond).Seconds()
+			results[i] = r
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// runCase plays one case in a fresh sandbox: its own files root, kernel,
+// audit log, HOME and scripted model, and one harness process.
+func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) (CaseResult, error) {
+	// Short, so the socket path stays under the 107-byte sun_path limit.
+	dir, err := os.MkdirTemp("", "cf")
+	if err != nil {
+		return CaseResult{}, err
+	}
+	if opts.keep {
+		fmt.Fprintf(os.Stderr, "conformance: %s/%s sandbox kept at %s\n", h.ID, c.ID, dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	env := &caseEnv{
+		dir: dir, home: filepath.Join(dir, "home"), work: filepath.Join(dir, "work"), root: filepath.Join(dir, "root"),
+		sock: filepath.Join(dir, "k.sock"), audit: filepath.Join(dir, "audit.jsonl"), bin: opts.bin, cli: cli,
+	}
+	for _, d := range []string{env.home, env.work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return CaseResult{}, err
+		}
+	}
+	if err := writeFixtures(env.root); err != nil {
+		return CaseResult{}, fmt.Errorf("fixtures: %w", err)
+	}
+	cfg := filepath.Join(dir, "kernel.toml")
+	if err := os.WriteFile(cfg, kernelConfig, 0o600); err != nil {
+		return CaseResult{}, err
+	}
+	stopKernel, err := startKernel(ctx, env, cfg)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	defer stopKernel()
+
+	inst := exec.CommandContext(ctx, env.bin, "install", h.ID, "--scope", "user", "--socket", env.sock)
+	inst.Env, inst.Dir = baseEnv(env), env.work
+	if out, err := inst.CombinedOutput(); err != nil {
+		return CaseResult{}, fmt.Errorf("sharedos-mcp install %s: %v: %s", h.ID, err, bytes.TrimSpace(out))
+	}
+
+	model, err := startModel(c.Steps, h.vendor, h.expose)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	defer model.close()
+	env.modelURL = model.url()
+
+	cmd, err := h.command(env)
+	if err != nil {
+		return CaseResult{}, fmt.Errorf("prepare %s: %w", h.ID, err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Dir, cmd.Stdout, cmd.Stderr = env.work, &stdout, &stderr
+	cmd.Stdin = nil
+	// Its own process group, so a timeout ends the harness and every MCP
+	// server it spawned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return CaseResult{}, fmt.Errorf("start %s: %w", h.ID, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var exitErr error
+	select {
+	case exitErr = <-exited:
+	case <-time.After(opts.caseTimeout):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		exitErr = fmt.Errorf("killed after %s", opts.caseTimeout)
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return CaseResult{}, ctx.Err()
+	}
+	if exitErr != nil && stderr.Len() > 0 {
+		exitErr = fmt.Errorf("%w: %s", exitErr, clip(stderr.String()))
+	}
+
+	stopKernel()
+	events, err := readAudit(ctx, env)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	exchanges, modelErrs := model.exchanges()
+	if opts.keep {
+		os.WriteFile(filepath.Join(dir, "model.json"), mustMarshal(exchanges), 0o600)
+		os.WriteFile(filepath.Join(dir, "harness.out"), append(stdout.Bytes(), stderr.Bytes()...), 0o600)
+	}
+	r := CaseResult{CatalogHash: catalogHash(events), Offered: offered(exchanges)}
+	if len(modelErrs) > 0 {
+		r.Grade, r.Detail = gradeFail, "scripted model: "+strings.Join(modelErrs, "; ")
+		return r, nil
+	}
+	ev := &evidence{audit: events, exchanges: exchanges, root: env.root, exitErr: exitErr, stdout: stdout.String()}
+	r.Grade, r.Detail = c.grade(ev, h)
+	if r.Grade == gradeNotExercised && len(exchanges) == 0 {
+		r.Detail += fmt.Sprintf("; the harness never reached the model (exit: %v)", exitErr)
+	}
+	return r, nil
+}
+
+// startKernel runs `sharedos-mcp kernel` for one case and waits until its
+// socket accepts; the returned stop is idempotent and waits for the exit,
+// so the audit log is complete once it returns.
+func startKernel(ctx context.Context, env *caseEnv, cfg string) (func(), error) {
+	cmd := exec.CommandContext(ctx, env.bin, "kernel", "--config", cfg, "--socket", env.sock, "--audit", env.audit, "--log-level", "warn")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start kernel: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if fi, err := os.Stat(env.sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return stop, nil
+		}
+		select {
+		case err := <-done:
+			done <- err
+			stop()
+			return nil, fmt.Errorf("kernel exited: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, errors.New("kernel did not listen within 10s")
+		}
+	}
+}
+
+// readAudit reads the case's audit log through `sharedos-mcp audit --json`,
+// as an operator would.
+func readAudit(ctx context.Context, env *caseEnv) ([]kernel.Event, error) {
+	out, err := exec.CommandContext(ctx, env.bin, "audit", "--file", env.audit, "--json").Output()
+	if err != nil {
+		if _, statErr := os.Stat(env.audit); errors.Is(statErr, os.ErrNotExist) {
+			return nil, nil // the kernel was never reached
+		}
+		return nil, fmt.Errorf("sharedos-mcp audit: %w", err)
+	}
+	var events []kernel.Event
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var e kernel.Event
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("decode audit: %w", err)
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// catalogHash is the hash the kernel gave the case's turns; several
+// different ones are reported joined, which makes the column
+// incomparable.
+func catalogHash(events []kernel.Event) string {
+	var hashes []string
+	for _, e := range events {
+		if (e.Event == kernel.EventCatalogListed || e.Event == kernel.EventToolInvoked) && e.CatalogHash != "" {
+			if !slices.Contains(hashes, e.CatalogHash) {
+				hashes = append(hashes, e.CatalogHash)
+			}
+		}
+	}
+	return strings.Join(hashes, ",")
+}
+
+// offered is the set of tool names the harness offered its model.
+func offered(exchanges []exchange) []string {
+	var names []string
+	for _, ex := range exchanges {
+		for _, t := range ex.Tools {
+			if !slices.Contains(names, t) {
+				names = append(names, t)
+			}
+		}
+	}
+	return names
+}
