@@ -165,10 +165,12 @@ func (d *doctor) kernel(ctx context.Context, path, from, integration string, opt
 	defer cancel()
 	hello, err := k.Hello(hctx, kproto.HelloParams{Name: integration, Shim: kproto.Peer{Name: prog + " doctor", Version: shimVersion()}})
 	if err != nil {
+		what, fix := "hello refused: "+err.Error(), "check the kernel's log"
 		var he *cli.Error
 		if errors.As(helloError(path, err), &he) {
-			d.problem("hello refused: "+he.Err.Error(), he.Hint)
+			what, fix = "hello refused: "+he.Err.Error(), he.Hint
 		}
+		d.problem(what, fix)
 		return
 	}
 	d.ok("hello accepted as integration %q: kernel %s %s, protocol %d, executionId %s", integration, hello.Kernel.Name, hello.Kernel.Version, hello.Protocol, hello.ExecutionID)
@@ -205,7 +207,7 @@ func (d *doctor) socketFile(path string, trusted sockpath.Trusted) bool {
 		return false
 	}
 	uid := fi.Sys().(*syscall.Stat_t).Uid
-	d.ok("socket is a socket (mode %v, uid %d) in %s (mode %v); no directory above it is writable by others", fi.Mode(), uid, dir, di.Mode())
+	d.ok("socket is a socket (mode %v, uid %d) in %s (mode %v); it and every directory above it pass serve's owner and permission check", fi.Mode(), uid, dir, di.Mode())
 	return true
 }
 
