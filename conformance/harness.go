@@ -152,6 +152,15 @@ var claudeCode = &harness{
 
 var codex = &harness{
 	ID: "codex", Title: "Codex", Exe: "codex", Package: "@openai/codex", Client: "native",
+	// Codex keeps its own tools on (shell, agents, web search…); they are
+	// named here as 0.171.0 offers them, so that a version that adds one
+	// shows up as outside the declared policy.
+	Policy: ToolPolicy{Mode: "hybrid", ManagedMCP: []string{"sharedos"}, ExternalDirect: []string{}, HarnessLocal: []string{
+		"create_goal", "exec_command", "get_goal", "list_mcp_resource_templates", "list_mcp_resources",
+		"multi_agent_v1__close_agent", "multi_agent_v1__resume_agent", "multi_agent_v1__send_input",
+		"multi_agent_v1__spawn_agent", "multi_agent_v1__wait_agent", "read_mcp_resource", "request_user_input",
+		"update_goal", "view_image", "web_search", "write_stdin",
+	}},
 	vendor: responses{},
 	expose: func(canonical string, offered []string) exposedCall {
 		name := portable(canonical)
@@ -161,7 +170,28 @@ var codex = &harness{
 		return exposedCall{name: name, namespace: "mcp__sharedos"}
 	},
 	command: func(env *caseEnv) (*exec.Cmd, error) {
-		return nil, errors.New("codex: not driven yet")
+		// Top-level keys must precede the tables install wrote.
+		cfgFile := filepath.Join(env.home, ".codex", "config.toml")
+		installed, err := os.ReadFile(cfgFile)
+		if err != nil {
+			return nil, err
+		}
+		provider := fmt.Sprintf(`model = %q
+model_provider = "conformance"
+
+[model_providers.conformance]
+name = "conformance"
+base_url = %q
+env_key = "CONFORMANCE_API_KEY"
+wire_api = "responses"
+
+`, declaredModel, env.modelURL+"/v1")
+		if err := os.WriteFile(cfgFile, append([]byte(provider), installed...), 0o600); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(env.cli, "exec", "--skip-git-repo-check", "--sandbox", "read-only", prompt)
+		cmd.Env = append(baseEnv(env), "CONFORMANCE_API_KEY=conformance")
+		return cmd, nil
 	},
 }
 
@@ -178,6 +208,7 @@ func baseEnv(env *caseEnv) []string {
 		"XDG_CACHE_HOME=" + filepath.Join(env.home, ".cache"),
 		"XDG_DATA_HOME=" + filepath.Join(env.home, ".local", "share"),
 		"NO_COLOR=1",
+		"CODEX_HOME=" + filepath.Join(env.home, ".codex"),
 		"CI=1",
 	}
 }
