@@ -208,13 +208,20 @@ func (t *turn) handle(m *jsonrpc.Message) bool {
 		if p.Tool == "die" {
 			return false
 		}
-		// A slow call starts waiting before the next message is read, so
-		// the call after it is sure to release it.
+		// A waiting call registers before the next message is read, so
+		// the message after it (a later call, call.cancel, or the end of
+		// the connection) is sure to release it.
 		var release chan struct{}
-		if p.Tool == "slow.read" {
+		switch p.Tool {
+		case "slow.read":
 			release = make(chan struct{})
 			t.mu.Lock()
 			t.slow = append(t.slow, release)
+			t.mu.Unlock()
+		case "hang":
+			release = make(chan struct{})
+			t.mu.Lock()
+			t.calls[p.CallID] = release
 			t.mu.Unlock()
 		}
 		t.mu.Lock()
@@ -274,11 +281,7 @@ func (t *turn) invoke(id json.RawMessage, p kproto.InvokeParams, release chan st
 		<-release
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`"slow done"`)}
 	case p.Tool == "hang":
-		ch := make(chan struct{})
-		t.mu.Lock()
-		t.calls[p.CallID] = ch
-		t.mu.Unlock()
-		<-ch
+		<-release
 		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeCancelled}
 	default:
 		res = deny(kproto.CodeToolUnavailable)
