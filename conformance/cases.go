@@ -89,12 +89,14 @@ func (e *evidence) finished(rounds int) error {
 	return fmt.Errorf("the turn never came back for its final answer")
 }
 
-// Case is one scripted turn and how to grade it.
+// Case is one scripted turn and how to grade it. A case with Unexercised
+// set is reported "not exercised" with that reason and never launched.
 type Case struct {
-	ID    string
-	Title string
-	Steps [][]Call
-	grade func(e *evidence, h *harness) (string, string)
+	ID          string
+	Title       string
+	Steps       [][]Call
+	Unexercised string
+	grade       func(e *evidence, h *harness) (string, string)
 }
 
 func read(path string) Call { return Call{Tool: "files.read", Args: map[string]any{"path": path}} }
@@ -240,6 +242,11 @@ var cases = []Case{
 			}
 			return gradePass, "the structured entries reached the model"
 		},
+	},
+	{
+		ID: "cancellation", Title: "cancellation / harness timeout",
+		Unexercised: "every reference-kernel tool answers in milliseconds, so no harness timeout (Claude Code MCP_TOOL_TIMEOUT, " +
+			"Codex tool_timeout_sec) can fire deterministically before the result; the shim's cancel path is covered by its own wire tests",
 	},
 }
 

@@ -97,7 +97,7 @@ func (h *harness) refusalReported(res ToolResult, code string) string {
 	return ""
 }
 
-var harnesses = []*harness{claudeCode, codex}
+var harnesses = []*harness{claudeCode, codex, geminiCLI}
 
 // claudeBuiltins are Claude Code's own tools, also disallowed by name so
 // that a build that ignores --tools "" still cannot reach the files
@@ -211,4 +211,45 @@ func baseEnv(env *caseEnv) []string {
 		"CODEX_HOME=" + filepath.Join(env.home, ".codex"),
 		"CI=1",
 	}
+}
+
+var geminiCLI = &harness{
+	ID: "gemini", Title: "Gemini CLI", Exe: "gemini", Package: "@google/gemini-cli", Client: "native",
+	// Gemini CLI's own tools stay on, named as 0.61.0 offers them.
+	Policy: ToolPolicy{Mode: "hybrid", ManagedMCP: []string{"sharedos"}, ExternalDirect: []string{}, HarnessLocal: []string{
+		"activate_skill", "enter_plan_mode", "glob", "google_web_search", "grep_search", "invoke_agent",
+		"list_background_processes", "list_directory", "read_background_output", "read_file", "replace",
+		"run_shell_command", "update_topic", "web_fetch", "write_file",
+	}},
+	vendor: gemini{},
+	expose: func(canonical string, offered []string) exposedCall {
+		if name, ok := exposedAs(canonical, offered); ok {
+			return exposedCall{name: name}
+		}
+		return exposedCall{name: "mcp_sharedos_" + canonical}
+	},
+	command: func(env *caseEnv) (*exec.Cmd, error) {
+		// A headless run needs the API-key auth type chosen in settings;
+		// it is added next to what install wrote.
+		file := filepath.Join(env.home, ".gemini", "settings.json")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var settings map[string]any
+		if err := json.Unmarshal(b, &settings); err != nil {
+			return nil, fmt.Errorf("read the installed settings: %w", err)
+		}
+		settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
+		if err := os.WriteFile(file, mustMarshal(settings), 0o600); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(env.cli, "-p", prompt, "-y", "-m", declaredModel, "--allowed-mcp-server-names", "sharedos")
+		cmd.Env = append(baseEnv(env),
+			"GEMINI_API_KEY=conformance",
+			"GOOGLE_GEMINI_BASE_URL="+env.modelURL,
+			"GEMINI_CLI_TRUST_WORKSPACE=true",
+		)
+		return cmd, nil
+	},
 }

@@ -204,12 +204,16 @@ func offersManaged(tools []string) bool {
 	return false
 }
 
-// managedSuffix finds the kernel tool an offered name stands for: the
-// harnesses prefix the server name and replace "." with "_".
+// managedSuffix finds the kernel tool an offered name stands for, in
+// portable form: the harnesses prefix the server name, and most replace
+// "." with "_" (Gemini CLI keeps the dot).
 func managedSuffix(offered string) (string, bool) {
-	for _, ns := range []string{"files_", "sharedos_"} {
-		if i := strings.LastIndex(offered, ns); i >= 0 && (i == 0 || offered[i-1] == '_') {
-			return offered[i:], true
+	for _, ns := range []string{"files", "sharedos"} {
+		for _, sep := range []string{"_", "."} {
+			i := strings.LastIndex(offered, ns+sep)
+			if i >= 0 && (i == 0 || offered[i-1] == '_') {
+				return portable(offered[i:]), true
+			}
 		}
 	}
 	return "", false
