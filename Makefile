@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help build install test lint fuzz bench demo snapshot golden conformance
+.PHONY: help build install test lint fuzz bench bench-relay demo snapshot golden conformance
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -31,8 +31,13 @@ lint: ## gofmt, go vet and staticcheck
 fuzz: ## run every Fuzz* target for FUZZTIME each (default 10s)
 	bash scripts/fuzz.sh $(FUZZTIME)
 
-bench: ## run the benchmarks
-	go test -run '^$$' -bench . -benchmem ./...
+bench: ## run the go test benchmarks (hot paths: framing, catalogue hashing, one relayed call)
+	go test -run '^$$' -bench . -benchmem -timeout 600s ./...
+
+bench-relay: ## measure serve against direct calls and the Go and TypeScript SDK relays; rewrites BENCHMARKS.md
+	npm ci --prefix bench/node --no-audit --no-fund
+	go run ./bench/cmd/benchrelay -markdown > BENCHMARKS.md.tmp
+	mv BENCHMARKS.md.tmp BENCHMARKS.md
 
 demo: ## build, start the reference kernel on its embedded default, run a scripted session through the shim
 	go run ./scripts/demo

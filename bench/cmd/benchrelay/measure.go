@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// peer is one way of serving the same kernel to an MCP client. command is
+// nil for the direct client, which talks to the kernel socket itself.
+type peer struct {
+	key, label string
+	command    func(socket string) *exec.Cmd
+	size       int64 // bytes on disk to run it; 0 when not applicable
+}
+
+// sample is what one run measured for one peer.
+type sample struct {
+	cold      time.Duration         // median of this run's cold starts
+	listFirst map[int]time.Duration // catalogue size → first tools/list
+	listAgain time.Duration         // a second tools/list of the largest catalogue
+	ref       callStats             // calls through the reference kernel
+	synth     callStats             // calls through the synthetic kernel
+	rss       int64                 // peak RSS over this run's sessions, bytes
+	coldFault int64                 // minor page faults of a session ended after initialize
+	listFault int64                 // minor page faults of the largest catalogue's session
+}
+
+// Request lines. The MCP client negotiates 2025-06-18, which every peer
+// measured here speaks.
+const (
+	mcpInitialize  = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"benchrelay","version":"0"}}}` + "\n"
+	mcpInitialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
+	kernelHello    = `{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"bench","shim":{"name":"benchrelay","version":"0"}}}` + "\n"
+)
+
+func mcpList(id int) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/list","params":{}}` + "\n")
+}
+
+func kernelList(id int) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools.list","params":{}}` + "\n")
+}
+
+// callStats is what one calls session measured.
+type callStats struct {
+	p50, p99 time.Duration // sequential tools/call round trips
+	rate     float64       // pipelined calls per second
+	inOrder  bool          // every pipelined answer came in request order
+}
+
+// callTarget is a kernel and the call made to it: tool, arguments (a JSON
+// object) and a string every successful answer contains.
+type callTarget struct {
+	socket, tool, args, want string
+}
+
+// caller renders the id-th call of a session.
+type caller func(id int) []byte
+
+func mcpCall(t callTarget) caller {
+	return func(id int) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"` + t.tool + `","arguments":` + t.args + `}}` + "\n")
+	}
+}
+
+func kernelCall(t callTarget, hash string) caller {
+	return func(id int) []byte {
+		n := strconv.Itoa(id)
+		return []byte(`{"jsonrpc":"2.0","id":` + n + `,"method":"tools.invoke","params":{"callId":"c` + n + `","tool":"` + t.tool + `","arguments":` + t.args + `,"catalogHash":"` + hash + `"}}` + "\n")
+	}
+}
+
+// open starts a session with p against the kernel at socket and gets it
+// ready for tools requests. For the direct client that is hello; for an
+// MCP peer it is spawn, initialize and initialized. cold is the time until
+// the first answer.
+func open(p peer, socket string) (c *conn, cold time.Duration, done func() (usage, error), err error) {
+	if p.command == nil {
+		start := time.Now()
+		c, nc, err := dialKernel(socket)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if _, _, err := c.roundTrip(1, []byte(kernelHello)); err != nil {
+			nc.Close()
+			return nil, 0, nil, fmt.Errorf("hello: %w", err)
+		}
+		return c, time.Since(start), func() (usage, error) { return usage{}, nc.Close() }, nil
+	}
+	s, err := spawn(p.command(socket))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if _, _, err := s.roundTrip(1, []byte(mcpInitialize)); err != nil {
+		return nil, 0, nil, s.fail(fmt.Errorf("initialize: %w", err))
+	}
+	cold = time.Since(s.start)
+	if err := s.send([]byte(mcpInitialized)); err != nil {
+		return nil, 0, nil, s.fail(err)
+	}
+	return s.conn, cold, s.close, nil
+}
+
+// coldStart is spawn (or dial) to the first answer, n times; it returns
+// the medians of the time and of the page faults.
+func coldStart(p peer, socket string, n int) (time.Duration, int64, error) {
+	ds := make([]time.Duration, n)
+	fs := make([]int64, n)
+	for i := range ds {
+		_, d, done, err := open(p, socket)
+		if err != nil {
+			return 0, 0, err
+		}
+		u, err := done()
+		if err != nil {
+			return 0, 0, err
+		}
+		ds[i], fs[i] = d, u.faults
+	}
+	return median(ds), median(fs), nil
+}
+
+// listTimes opens a fresh session and times its first tools/list, which
+// includes the fetch from the kernel, and a second one. It checks that
+// want tools were listed.
+func listTimes(p peer, socket string, want int) (first, again time.Duration, u usage, err error) {
+	c, _, done, err := open(p, socket)
+	if err != nil {
+		return 0, 0, u, err
+	}
+	list := mcpList
+	if p.command == nil {
+		list = kernelList
+	}
+	a, first, err := c.roundTrip(2, list(2))
+	if err == nil {
+		err = checkToolCount(a.Result, want)
+	}
+	if err == nil {
+		_, again, err = c.roundTrip(3, list(3))
+	}
+	u, cerr := done()
+	if err == nil {
+		err = cerr
+	}
+	return first, again, u, err
+}
+
+func checkToolCount(result json.RawMessage, want int) error {
+	var r struct{ Tools []json.RawMessage }
+	if err := json.Unmarshal(result, &r); err != nil {
+		return fmt.Errorf("tools/list result: %w", err)
+	}
+	if len(r.Tools) != want {
+		return fmt.Errorf("tools/list listed %d tools, want %d", len(r.Tools), want)
+	}
+	return nil
+}
+
+// callLoad is the call part of a run's plan.
+type callLoad struct{ warmup, sequential, pipelined int }
+
+// calls measures sequential round trips and pipelined throughput in one
+// session against t. Every answer must contain t.want.
+func calls(p peer, t callTarget, load callLoad) (s callStats, rss int64, err error) {
+	c, _, done, err := open(p, t.socket)
+	if err != nil {
+		return s, 0, err
+	}
+	defer func() {
+		u, cerr := done()
+		rss = u.rss
+		if err == nil {
+			err = cerr
+		}
+	}()
+	call := mcpCall(t)
+	if p.command == nil {
+		a, _, err := c.roundTrip(2, kernelList(2))
+		if err != nil {
+			return s, 0, err
+		}
+		var r struct{ CatalogHash string }
+		if err := json.Unmarshal(a.Result, &r); err != nil || r.CatalogHash == "" {
+			return s, 0, fmt.Errorf("tools.list gave no catalogHash: %v", err)
+		}
+		call = kernelCall(t, r.CatalogHash)
+	}
+	id := 10
+	seq := make([]time.Duration, 0, load.sequential)
+	for i := range load.warmup + load.sequential {
+		id++
+		a, d, err := c.roundTrip(id, call(id))
+		if err != nil {
+			return s, 0, err
+		}
+		if !bytes.Contains(a.Result, []byte(t.want)) || bytes.Contains(a.Result, []byte(`"isError":true`)) {
+			return s, 0, fmt.Errorf("call %d did not succeed: %.300s", id, a.Result)
+		}
+		if i >= load.warmup {
+			seq = append(seq, d)
+		}
+	}
+	slices.Sort(seq)
+	s.p50, s.p99 = seq[len(seq)/2], seq[len(seq)*99/100]
+	s.rate, s.inOrder, err = pipeline(c, call, t.want, id+1, load.pipelined)
+	return s, 0, err
+}
+
+// pipeline writes n calls without waiting for answers, from a second
+// goroutine as a harness would, and reads the n answers. The rate is n
+// over the time from the first write to the last answer.
+func pipeline(c *conn, call caller, want string, firstID, n int) (rate float64, inOrder bool, err error) {
+	start := time.Now()
+	werr := make(chan error, 1)
+	go func() {
+		for i := range n {
+			c.w.Write(call(firstID + i))
+		}
+		werr <- c.w.Flush()
+	}()
+	inOrder = true
+	seen := make(map[int]bool, n)
+	for i := range n {
+		line, a, err := c.next()
+		if err != nil {
+			return 0, false, fmt.Errorf("pipelined answer %d of %d: %w", i+1, n, err)
+		}
+		id, _ := strconv.Atoi(string(a.ID))
+		if id != firstID+i {
+			inOrder = false
+		}
+		if seen[id] || id < firstID || id >= firstID+n {
+			return 0, false, fmt.Errorf("pipelined answer with unexpected id %s", a.ID)
+		}
+		seen[id] = true
+		if !bytes.Contains(line, []byte(want)) {
+			return 0, false, fmt.Errorf("pipelined call %d did not succeed: %.300s", id, line)
+		}
+	}
+	elapsed := time.Since(start)
+	if err := <-werr; err != nil {
+		return 0, false, err
+	}
+	return float64(n) / elapsed.Seconds(), inOrder, nil
+}
+
+func median[T int64 | float64 | time.Duration](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

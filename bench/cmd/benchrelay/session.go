@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+)
+
+// sessionTimeout bounds one spawned peer's life, so a peer that stops
+// answering fails the run instead of hanging it.
+const sessionTimeout = 2 * time.Minute
+
+// conn is one line-oriented JSON-RPC conversation: an MCP peer's stdio,
+// or the kernel socket itself for the direct client.
+type conn struct {
+	w *bufio.Writer
+	r *jsonrpc.Reader
+}
+
+func newConn(w io.Writer, r io.Reader) *conn {
+	return &conn{w: bufio.NewWriterSize(w, 64<<10), r: jsonrpc.NewReader(r, 64<<20)}
+}
+
+// answer is the part of a response the harness checks.
+type answer struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *jsonrpc.Error  `json:"error"`
+}
+
+// send writes one request and flushes it.
+func (c *conn) send(line []byte) error {
+	c.w.Write(line)
+	return c.w.Flush()
+}
+
+// next reads the next response, skipping notifications. The returned
+// line is valid until the next read.
+func (c *conn) next() ([]byte, answer, error) {
+	for {
+		line, err := c.r.ReadLine()
+		if err != nil {
+			return nil, answer{}, err
+		}
+		var a answer
+		if err := json.Unmarshal(line, &a); err != nil {
+			return nil, a, fmt.Errorf("unreadable answer %.200q: %w", line, err)
+		}
+		if a.ID == nil {
+			continue // a notification
+		}
+		return line, a, nil
+	}
+}
+
+// roundTrip sends one request and returns its answer, which must be the
+// next one and must not be a JSON-RPC error.
+func (c *conn) roundTrip(id int, line []byte) (answer, time.Duration, error) {
+	start := time.Now()
+	if err := c.send(line); err != nil {
+		return answer{}, 0, err
+	}
+	_, a, err := c.next()
+	d := time.Since(start)
+	if err != nil {
+		return a, d, err
+	}
+	if string(a.ID) != strconv.Itoa(id) {
+		return a, d, fmt.Errorf("answer to id %s arrived while waiting for %d", a.ID, id)
+	}
+	if a.Error != nil {
+		return a, d, fmt.Errorf("request %d answered with an error: %s", id, a.Error.Message)
+	}
+	return a, d, nil
+}
+
+// session is one spawned MCP peer speaking over its stdin and stdout.
+type session struct {
+	*conn
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr *bytes.Buffer
+	timer  *time.Timer
+	start  time.Time
+}
+
+// spawn starts cmd with pipes on stdin and stdout; the clock for cold
+// start runs from just before the fork.
+func spawn(cmd *exec.Cmd) (*session, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{cmd: cmd, stdin: stdin, stderr: new(bytes.Buffer)}
+	cmd.Stderr = &limitedWriter{buf: s.stderr, max: 8 << 10}
+	s.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s.conn = newConn(stdin, stdout)
+	s.timer = time.AfterFunc(sessionTimeout, func() { cmd.Process.Kill() })
+	return s, nil
+}
+
+// usage is what the kernel accounted to a peer process.
+type usage struct {
+	rss    int64 // peak resident set size, bytes
+	faults int64 // minor page faults
+}
+
+// close ends the session by closing stdin, the way a harness does, and
+// returns the peer's usage.
+func (s *session) close() (usage, error) {
+	s.stdin.Close()
+	err := s.cmd.Wait()
+	s.timer.Stop()
+	if err != nil {
+		return usage{}, fmt.Errorf("%s exited: %w; stderr: %s", s.cmd.Path, err, s.stderr)
+	}
+	ru, ok := s.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return usage{}, errors.New("no rusage")
+	}
+	return usage{rss: ru.Maxrss << 10, faults: ru.Minflt}, nil // Linux reports kilobytes
+}
+
+// kill ends a session that failed.
+func (s *session) kill() {
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.timer.Stop()
+}
+
+func (s *session) fail(err error) error {
+	s.kill()
+	return fmt.Errorf("%w; stderr: %s", err, s.stderr)
+}
+
+// dialKernel opens the direct client's connection, with a deadline for
+// the same reason as sessionTimeout.
+func dialKernel(path string) (*conn, net.Conn, error) {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.SetDeadline(time.Now().Add(sessionTimeout))
+	return newConn(c, c), c, nil
+}
+
+type limitedWriter struct {
+	mu  sync.Mutex
+	buf *bytes.Buffer
+	max int
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.max - w.buf.Len(); room > 0 {
+		w.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
