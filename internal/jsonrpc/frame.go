@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 )
 
 // DefaultMaxLine is the default maximum size of one message line (16 MiB).
@@ -39,22 +40,37 @@ func NewReader(r io.Reader, max int) *Reader {
 // a line; io.EOF comes only after it. An over-long line yields
 // ErrLineTooLong and is skipped.
 func (r *Reader) ReadLine() ([]byte, error) {
+	chunk, err := r.br.ReadSlice('\n')
+	if err == nil || (err == io.EOF && len(chunk) > 0) {
+		// The whole line is in the buffer, as nearly every message is: it
+		// is returned in place, without a copy.
+		return r.trim(chunk)
+	}
+	if err != bufio.ErrBufferFull {
+		return nil, err
+	}
 	r.buf = r.buf[:0]
 	tooLong := false
 	for {
-		chunk, err := r.br.ReadSlice('\n')
 		if !tooLong {
 			if len(r.buf)+len(chunk) > r.max+2 { // room for "\r\n"
 				tooLong = true
 				r.buf = r.buf[:0]
 			} else {
+				if cap(r.buf)-len(r.buf) < len(chunk) {
+					// Double: append grows large slices by a quarter, which
+					// for a half-megabyte catalogue allocates five times
+					// its size on the way.
+					r.buf = slices.Grow(r.buf, max(len(chunk), cap(r.buf)))
+				}
 				r.buf = append(r.buf, chunk...)
 			}
 		}
 		switch {
 		case err == bufio.ErrBufferFull:
+			chunk, err = r.br.ReadSlice('\n')
 			continue
-		case err == io.EOF && (len(r.buf) > 0 || tooLong):
+		case err == io.EOF:
 			// A last line without a newline still counts.
 		case err != nil:
 			return nil, err
@@ -62,11 +78,16 @@ func (r *Reader) ReadLine() ([]byte, error) {
 		if tooLong {
 			return nil, ErrLineTooLong
 		}
-		line := bytes.TrimSuffix(r.buf, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) > r.max {
-			return nil, ErrLineTooLong
-		}
-		return line, nil
+		return r.trim(r.buf)
 	}
+}
+
+// trim drops the line ending and enforces the limit.
+func (r *Reader) trim(b []byte) ([]byte, error) {
+	line := bytes.TrimSuffix(b, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if len(line) > r.max {
+		return nil, ErrLineTooLong
+	}
+	return line, nil
 }

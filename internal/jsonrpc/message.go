@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -43,6 +44,10 @@ func (m *Message) IsNotification() bool { return m.Method != "" && m.ID == nil }
 // id must be a valid JSON id (number, string or null); result is the raw
 // JSON result.
 func AppendResponse(dst []byte, id json.RawMessage, result []byte) []byte {
+	// One allocation of the right size: appending a large result to a
+	// small dst would otherwise size it exactly, and the closing "}\n"
+	// would then double it.
+	dst = slices.Grow(dst, len(`{"jsonrpc":"2.0","id":,"result":}`)+1+max(len(id), len("null"))+len(result))
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = appendID(dst, id)
 	dst = append(dst, `,"result":`...)
