@@ -281,7 +281,15 @@ func ProjectRaw(raws []json.RawMessage) ([]Tool, error) {
 	}
 	c := getCanonicalizer()
 	defer putCanonicalizer(c)
-	c.out = c.out[:0]
+	// The canonical schemas are about as long as the definitions holding
+	// them, so reserving that much writes them without regrowing c.out.
+	// A fresh process (every serve) has no pooled buffer, and growing one
+	// a quarter at a time allocates several times the final size.
+	size := 0
+	for _, raw := range raws {
+		size += len(raw)
+	}
+	c.out = slices.Grow(c.out[:0], size)
 	defs := make([]Definition, len(raws))
 	spans := make([]schemas, len(raws))
 	for i, raw := range raws {
