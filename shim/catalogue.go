@@ -59,7 +59,14 @@ func (c *catalogue) fetch(ctx context.Context, k *kernelclient.Client, log zerol
 	c.tools, c.hash = tools, res.CatalogHash
 	c.byName = make(map[string]int, len(tools))
 	c.portable = make(map[string]int, len(tools))
-	buf := []byte{'['}
+	// The published tools are about the size of the kernel's definitions
+	// (fewer fields, longer annotation names), so that much room builds
+	// the array without regrowing it.
+	size := 2
+	for _, raw := range res.Tools {
+		size += len(raw)
+	}
+	buf := append(make([]byte, 0, size), '[')
 	for i, t := range tools {
 		c.byName[t.Name] = i
 		p := portableName(t.Name)

@@ -178,16 +178,25 @@ func write(ctx context.Context, out io.Writer, queue <-chan *slot) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if !sl.cancelled.Load() {
-			buf = append(buf, sl.out...)
-		}
 		closed := false
 		select {
 		case n, ok := <-queue:
 			next, closed = n, !ok
 		default:
 		}
-		if next != nil && isDone(next) && len(buf) < 1<<20 {
+		batch := next != nil && isDone(next) && len(buf) < 1<<20
+		switch {
+		case sl.cancelled.Load() || len(sl.out) == 0:
+		case len(buf) == 0 && !batch:
+			// Written alone, the answer goes out as it is rather than
+			// copied: a 512-tool catalogue is half a megabyte.
+			if _, err := out.Write(sl.out); err != nil {
+				return err
+			}
+		default:
+			buf = append(buf, sl.out...)
+		}
+		if batch {
 			continue
 		}
 		if len(buf) > 0 {
