@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -15,6 +16,60 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernelclient"
 	"github.com/sharedos/sharedos-mcp/shim"
 )
+
+// session starts serve in process against a synthetic kernel serving
+// tools, with pipes for stdin and stdout.
+func session(b *testing.B, tools int) (in *io.PipeWriter, out *jsonrpc.Reader, stop func()) {
+	dir, err := os.MkdirTemp("", "syn")
+	if err != nil {
+		b.Fatal(err)
+	}
+	k, err := Listen(filepath.Join(dir, "k.sock"), Tools(tools))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := kernelclient.Dial(kernelclient.Options{Socket: filepath.Join(dir, "k.sock"), KernelUID: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hello, err := c.Hello(context.Background(), kproto.HelloParams{Name: "bench", Shim: kproto.Peer{Version: "0"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- shim.Serve(context.Background(), shim.Config{Kernel: c, Hello: hello, Version: "bench", Log: zerolog.Nop()}, inR, outW)
+		outW.Close()
+	}()
+	return inW, jsonrpc.NewReader(outR, 0), func() {
+		inW.Close()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+		k.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// BenchmarkRelayedCallSynth is one tools/call at a time through serve to
+// a kernel that answers at once, so nearly all of it is the relay: read,
+// relayed, answered, rendered, written.
+func BenchmarkRelayedCallSynth(b *testing.B) {
+	in, out, stop := session(b, 1)
+	defer stop()
+	b.ReportAllocs()
+	id := 0
+	for b.Loop() {
+		id++
+		in.Write([]byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"` + FirstTool + `","arguments":{"query":"relay"}}}` + "\n"))
+		line, err := out.ReadLine()
+		if err != nil || !bytes.Contains(line, []byte(Answer)) {
+			b.Fatalf("answer %.200q, %v", line, err)
+		}
+	}
+}
 
 // BenchmarkFirstList512 is what the first tools/list of a turn costs
 // serve with the largest catalogue: the fetch from the kernel, the
