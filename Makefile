@@ -48,5 +48,5 @@ snapshot: ## build the release archives into dist/ without publishing
 golden: ## rewrite golden files from the current output; review the diff
 	go test ./install -update
 
-conformance: ## run the MCP conformance suite against the binary
+conformance: ## drive the installed harness CLIs end to end; writes conformance/RESULTS.md
 	go run ./conformance

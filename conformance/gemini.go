@@ -102,7 +102,7 @@ func (gemini) write(w http.ResponseWriter, req parsedRequest, calls []exposedCal
 		parts = []map[string]any{{"text": text}}
 	}
 	resp := map[string]any{
-		"candidates": []map[string]any{{"content": map[string]any{"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}},
+		"candidates":    []map[string]any{{"content": map[string]any{"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}},
 		"usageMetadata": map[string]any{"promptTokenCount": 10, "candidatesTokenCount": 10, "totalTokenCount": 20},
 		"modelVersion":  declaredModel,
 	}

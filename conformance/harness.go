@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -77,12 +78,25 @@ type harness struct {
 	// Package is the npm package that provides Exe.
 	Package string
 	vendor  vendor
-	// expose names a canonical tool as the harness would offer it, given
-	// what it did offer; for a tool it did not offer, the name the model
-	// would have to guess.
-	expose func(canonical string, offered []string) exposedCall
+	// expose renders a scripted call as the harness offers the tool,
+	// given what it did offer; for a tool it did not offer, under the
+	// name the model would have to guess.
+	expose func(c Call, offered []string) exposedCall
+	// proxy, when set, is the one tool through which the harness reaches
+	// every MCP tool (Pi's adapter); otherwise the kernel's tools are
+	// offered one by one.
+	proxy string
 	// command builds the harness invocation after install has run.
 	command func(env *caseEnv) (*exec.Cmd, error)
+}
+
+// offersKernel reports whether a model request is part of the turn under
+// test rather than a side request (a title): it offers the kernel's tools.
+func (h *harness) offersKernel(offered []string) bool {
+	if h.proxy != "" {
+		return slices.Contains(offered, h.proxy)
+	}
+	return offersManaged(offered)
 }
 
 // refusalReported returns "" when res shows the harness reported a kernel
@@ -97,7 +111,7 @@ func (h *harness) refusalReported(res ToolResult, code string) string {
 	return ""
 }
 
-var harnesses = []*harness{claudeCode, codex, geminiCLI}
+var harnesses = []*harness{claudeCode, codex, geminiCLI, pi}
 
 // claudeBuiltins are Claude Code's own tools, also disallowed by name so
 // that a build that ignores --tools "" still cannot reach the files
@@ -109,11 +123,11 @@ var claudeCode = &harness{
 	Policy:      ToolPolicy{Mode: "strict", ManagedMCP: []string{"sharedos"}, HarnessLocal: []string{}, ExternalDirect: []string{}},
 	IsErrorFlag: true,
 	vendor:      anthropic{},
-	expose: func(canonical string, offered []string) exposedCall {
-		if name, ok := exposedAs(canonical, offered); ok {
-			return exposedCall{name: name}
+	expose: func(c Call, offered []string) exposedCall {
+		if name, ok := exposedAs(c.Tool, offered); ok {
+			return exposedCall{name: name, args: c.Args}
 		}
-		return exposedCall{name: "mcp__sharedos__" + portable(canonical)}
+		return exposedCall{name: "mcp__sharedos__" + portable(c.Tool), args: c.Args}
 	},
 	command: func(env *caseEnv) (*exec.Cmd, error) {
 		// The entry install wrote to ~/.claude.json is handed over with
@@ -162,12 +176,12 @@ var codex = &harness{
 		"update_goal", "view_image", "web_search", "write_stdin",
 	}},
 	vendor: responses{},
-	expose: func(canonical string, offered []string) exposedCall {
-		name := portable(canonical)
-		if n, ok := exposedAs(canonical, offered); ok {
+	expose: func(c Call, offered []string) exposedCall {
+		name := portable(c.Tool)
+		if n, ok := exposedAs(c.Tool, offered); ok {
 			name = n
 		}
-		return exposedCall{name: name, namespace: "mcp__sharedos"}
+		return exposedCall{name: name, namespace: "mcp__sharedos", args: c.Args}
 	},
 	command: func(env *caseEnv) (*exec.Cmd, error) {
 		// Top-level keys must precede the tables install wrote.
@@ -222,11 +236,11 @@ var geminiCLI = &harness{
 		"run_shell_command", "update_topic", "web_fetch", "write_file",
 	}},
 	vendor: gemini{},
-	expose: func(canonical string, offered []string) exposedCall {
-		if name, ok := exposedAs(canonical, offered); ok {
-			return exposedCall{name: name}
+	expose: func(c Call, offered []string) exposedCall {
+		if name, ok := exposedAs(c.Tool, offered); ok {
+			return exposedCall{name: name, args: c.Args}
 		}
-		return exposedCall{name: "mcp_sharedos_" + canonical}
+		return exposedCall{name: "mcp_sharedos_" + c.Tool, args: c.Args}
 	},
 	command: func(env *caseEnv) (*exec.Cmd, error) {
 		// A headless run needs the API-key auth type chosen in settings;
@@ -250,6 +264,37 @@ var geminiCLI = &harness{
 			"GOOGLE_GEMINI_BASE_URL="+env.modelURL,
 			"GEMINI_CLI_TRUST_WORKSPACE=true",
 		)
+		return cmd, nil
+	},
+}
+
+var pi = &harness{
+	ID: "pi", Title: "Pi", Exe: "pi", Package: "@mariozechner/pi-coding-agent", Client: "extension pi-mcp-adapter",
+	Policy: ToolPolicy{Mode: "strict", ManagedMCP: []string{"sharedos"}, HarnessLocal: []string{}, ExternalDirect: []string{}},
+	// Pi is pointed at the scripted model as a custom provider speaking
+	// the Anthropic Messages API.
+	IsErrorFlag: true,
+	vendor:      anthropic{},
+	proxy:       "mcp",
+	expose: func(c Call, _ []string) exposedCall {
+		// The adapter names a server's tools server_tool, "." as "_".
+		return exposedCall{name: "mcp", args: map[string]any{"tool": "sharedos_" + portable(c.Tool), "args": c.Args}}
+	},
+	command: func(env *caseEnv) (*exec.Cmd, error) {
+		adapter := filepath.Join(filepath.Dir(filepath.Dir(env.cli)), "pi-mcp-adapter", "index.ts")
+		if _, err := os.Stat(adapter); err != nil {
+			return nil, fmt.Errorf("pi-mcp-adapter next to pi: %w", err)
+		}
+		models := map[string]any{"providers": map[string]any{"conformance": map[string]any{
+			"baseUrl": env.modelURL, "api": "anthropic-messages", "apiKey": "conformance",
+			"models": []map[string]any{{"id": declaredModel}},
+		}}}
+		if err := os.WriteFile(filepath.Join(env.home, ".pi", "agent", "models.json"), mustMarshal(models), 0o600); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(env.cli, "-p", prompt, "--no-builtin-tools", "--no-extensions", "-e", adapter,
+			"--provider", "conformance", "--model", declaredModel)
+		cmd.Env = baseEnv(env)
 		return cmd, nil
 	},
 }

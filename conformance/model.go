@@ -109,7 +109,7 @@ type exposedCall struct {
 type modelServer struct {
 	steps  [][]Call
 	vendor vendor
-	expose func(canonical string, offered []string) exposedCall
+	h      *harness
 	srv    *http.Server
 	ln     net.Listener
 
@@ -123,12 +123,12 @@ type modelServer struct {
 // without sending results back would otherwise loop until its timeout.
 const maxAsks = 5
 
-func startModel(steps [][]Call, v vendor, expose func(string, []string) exposedCall) (*modelServer, error) {
+func startModel(steps [][]Call, h *harness) (*modelServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("model server: %w", err)
 	}
-	m := &modelServer{steps: steps, vendor: v, expose: expose, ln: ln, asked: map[int]int{}}
+	m := &modelServer{steps: steps, vendor: h.vendor, h: h, ln: ln, asked: map[int]int{}}
 	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
 	go m.srv.Serve(ln)
 	return m, nil
@@ -166,11 +166,10 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if looping {
 		m.fail("the harness asked for round %d more than %d times without answering its calls", req.rounds, maxAsks)
 	}
-	if req.rounds < len(m.steps) && offersManaged(req.tools) && !looping {
+	if req.rounds < len(m.steps) && m.h.offersKernel(req.tools) && !looping {
 		for i, c := range m.steps[req.rounds] {
-			ec := m.expose(c.Tool, req.tools)
+			ec := m.h.expose(c, req.tools)
 			ec.id = callID(req.rounds, i)
-			ec.args = c.Args
 			calls = append(calls, ec)
 		}
 		ex.Answer = "tool_calls"
@@ -194,7 +193,7 @@ func (m *modelServer) exchanges() ([]exchange, []string) {
 }
 
 // offersManaged reports whether any offered tool is one of the kernel's
-// (its name ends in a portable form of files.* or sharedos.*).
+// (its name ends in a form of files.* or sharedos.*).
 func offersManaged(tools []string) bool {
 	for _, t := range tools {
 		if _, ok := managedSuffix(t); ok {

@@ -51,11 +51,12 @@ func findCLI(exe, prefix string) (string, bool) {
 	return "", false
 }
 
-// cliVersion is the first line of `<cli> --version`.
+// cliVersion is the first line of `<cli> --version` (Pi prints it on
+// stderr).
 func cliVersion(ctx context.Context, cli string) string {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, cli, "--version").Output()
+	out, err := exec.CommandContext(ctx, cli, "--version").CombinedOutput()
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
 	}
@@ -134,7 +135,7 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		return CaseResult{}, fmt.Errorf("sharedos-mcp install %s: %v: %s", h.ID, err, bytes.TrimSpace(out))
 	}
 
-	model, err := startModel(c.Steps, h.vendor, h.expose)
+	model, err := startModel(c.Steps, h)
 	if err != nil {
 		return CaseResult{}, err
 	}
@@ -189,8 +190,12 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 	}
 	ev := &evidence{audit: events, exchanges: exchanges, root: env.root, exitErr: exitErr, stdout: stdout.String()}
 	r.Grade, r.Detail = c.grade(ev, h)
-	if r.Grade == gradeNotExercised && len(exchanges) == 0 {
+	switch {
+	case r.Grade != gradeNotExercised:
+	case len(exchanges) == 0:
 		r.Detail += fmt.Sprintf("; the harness never reached the model (exit: %v)", exitErr)
+	case !h.offersKernel(r.Offered):
+		r.Detail += "; the harness asked the model without offering the kernel's tools (its MCP server was not connected yet)"
 	}
 	return r, nil
 }
