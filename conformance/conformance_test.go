@@ -33,7 +33,7 @@ func TestClaudeCodeColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := runColumn(ctx, claudeCode, cli, cases, options{bin: bin, caseTimeout: time.Minute, parallel: 4})
+	results := runColumn(ctx, claudeCode, cli, cases, options{bin: bin, caseTimeout: time.Minute, parallel: 2})
 	var m Manifest
 	m.ToolPolicy = claudeCode.Policy
 	m.summarize(results)
