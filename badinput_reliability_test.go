@@ -205,7 +205,7 @@ func TestBadInputCorpus(t *testing.T) {
 		}
 	}
 	p.stdin.Close()
-	err, ok := p.waitExit(10 * time.Second)
+	ok, err := p.waitExit(10 * time.Second)
 	if !ok || err != nil {
 		t.Fatalf("serve after stdin EOF: exited=%v err=%v\nstderr:\n%s", ok, err, p.stderr)
 	}

@@ -97,7 +97,7 @@ func (p *shimProc) recvOK(id string, d time.Duration) json.RawMessage {
 func (p *shimProc) expectCleanExit(d time.Duration) {
 	p.t.Helper()
 	p.stdin.Close()
-	err, ok := p.waitExit(d)
+	ok, err := p.waitExit(d)
 	if !ok {
 		p.t.Fatalf("serve still running %v after stdin EOF\nstderr:\n%s", d, p.stderr)
 	}
@@ -257,7 +257,7 @@ func TestSIGTERMWithCallsInFlight(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err, exited := p.waitExit(time.Second)
+	exited, err := p.waitExit(time.Second)
 	if !exited {
 		t.Fatalf("serve still running 1s after SIGTERM\nstderr:\n%s", p.stderr)
 	}

@@ -239,13 +239,14 @@ func (p *shimProc) waitErr() error {
 	}
 }
 
-// waitExit waits up to d for the shim to exit and returns its exit error.
-func (p *shimProc) waitExit(d time.Duration) (error, bool) {
+// waitExit waits up to d for the shim to exit and returns whether it did
+// and its exit error.
+func (p *shimProc) waitExit(d time.Duration) (bool, error) {
 	select {
 	case <-p.exited:
-		return p.err, true
+		return true, p.err
 	case <-time.After(d):
-		return nil, false
+		return false, nil
 	}
 }
 
