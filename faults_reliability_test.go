@@ -221,15 +221,17 @@ func TestStdoutClosedExitsWithoutSpinning(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	r.Close() // nobody reads stdout any more: the next write is EPIPE
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	// The shim learns stdout is gone only when it writes; answers leave in
-	// arrival order, so the ping goes first and its answer fails while the
-	// call behind it may be at the kernel.
-	if _, err := stdin.Write([]byte(`{"jsonrpc":"2.0","id":"p","method":"ping"}` + "\n" + callLine("1", "hang", `{}`))); err != nil {
+	// A call that never ends goes first, so the ping behind it has nothing
+	// to write either: once the call is at the kernel, closing the reading
+	// end of stdout must be noticed without a failed write, and the call
+	// cancelled at the kernel.
+	if _, err := stdin.Write([]byte(callLine("1", "hang", `{}`) + `{"jsonrpc":"2.0","id":"p","method":"ping"}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
+	waitEvents(t, k, 5*time.Second, "invoke hang")
+	r.Close()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
@@ -241,7 +243,7 @@ func TestStdoutClosedExitsWithoutSpinning(t *testing.T) {
 	if cpu > time.Second {
 		t.Errorf("serve used %v of CPU before exiting: it spun", cpu)
 	}
-	waitEvents(t, k, 5*time.Second, "closed")
+	waitEvents(t, k, 5*time.Second, "cancel c1", "closed")
 	t.Logf("exit %v after stdout closed, CPU %v", cmd.ProcessState, cpu)
 }
 

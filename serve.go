@@ -86,6 +86,18 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 		return helloError(path, err)
 	}
 	log.Debug().Str("integration", *integration).Str("executionId", hello.ExecutionID).Str("kernel", hello.Kernel.Name).Msg("turn opened")
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if f, ok := stdio.Out.(*os.File); ok {
+		gone := watchClosed(f)
+		go func() {
+			select {
+			case <-gone:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	err = shim.Serve(ctx, shim.Config{
 		Kernel: k, Hello: hello, Version: ver,
 		CallTimeout: *callTimeout, MaxLine: *maxMessage, Log: log,
@@ -94,7 +106,7 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		log.Info().Msg("stopped by a signal; calls in flight were cancelled")
+		log.Info().Msg("stopped by a signal or a closed stdout; calls in flight were cancelled")
 		return nil
 	default:
 		log.Error().Err(err).Msg("turn ended")
