@@ -44,6 +44,7 @@ type options struct {
 	peers      string
 	markdown   bool
 	micro      bool
+	shim       string
 }
 
 func main() {
@@ -56,6 +57,7 @@ func main() {
 	flag.StringVar(&o.peers, "peers", "direct,sharedos-mcp,gosdk,node", "comma-separated peers to measure")
 	flag.BoolVar(&o.markdown, "markdown", false, "write BENCHMARKS.md to stdout: machine, commands, tables and micro-benchmarks")
 	flag.BoolVar(&o.micro, "micro", true, "with -markdown, also run the go test micro-benchmarks")
+	flag.StringVar(&o.shim, "shim", "", "measure this sharedos-mcp `binary` instead of building one from the tree (to compare builds)")
 	flag.Parse()
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "benchrelay: error:", err)
@@ -77,7 +79,11 @@ func run(o options, out io.Writer) error {
 	progress("building sharedos-mcp and the Go SDK peer with the release flags")
 	shimBin := filepath.Join(work, "sharedos-mcp")
 	gosdkBin := filepath.Join(work, "gosdk-peer")
-	if err := goBuild(shimBin, "."); err != nil {
+	if o.shim != "" {
+		if shimBin, err = filepath.Abs(o.shim); err != nil {
+			return err
+		}
+	} else if err := goBuild(shimBin, "."); err != nil {
 		return err
 	}
 	if err := goBuild(gosdkBin, "./bench/gosdk"); err != nil {
@@ -87,6 +93,11 @@ func run(o options, out io.Writer) error {
 	if err := goBuild(floorBin, "./bench/cmd/gofloor"); err != nil {
 		return err
 	}
+	stdioBin := filepath.Join(work, "stdiofloor")
+	if err := goBuild(stdioBin, "./bench/cmd/stdiofloor"); err != nil {
+		return err
+	}
+	stdioPeer := peer{key: "stdiofloor", label: "stdiofloor", command: func(string) *exec.Cmd { return exec.Command(stdioBin, noteContent) }}
 	floorCmds := [][]string{{"/bin/true"}, {floorBin}, {shimBin, "version"}}
 	floorNames := []string{"/bin/true", "an empty static Go binary (bench/cmd/gofloor)", "sharedos-mcp version"}
 	all := map[string]peer{
@@ -132,9 +143,15 @@ func run(o options, out io.Writer) error {
 
 	results := map[string][]sample{}
 	floors := make([][]time.Duration, len(floorCmds))
+	var hops []callStats
 	for r := range o.runs {
+		hop, _, err := calls(stdioPeer, callTarget{tool: "files.read", args: "{}", want: noteContent}, o.load)
+		if err != nil {
+			return fmt.Errorf("stdio floor: %w", err)
+		}
+		hops = append(hops, hop)
 		for i, argv := range floorCmds {
-			d, err := spawnFloor(argv, o.cold)
+			d, err := spawnTime(argv, o.cold)
 			if err != nil {
 				return err
 			}
@@ -156,8 +173,14 @@ func run(o options, out io.Writer) error {
 	}
 	rep := report{opts: o, peers: peers, results: results, loadStart: loadStart, loadEnd: loadavg()}
 	for i, name := range floorNames {
-		rep.floors = append(rep.floors, floor{name, median(floors[i])})
+		rep.spawns = append(rep.spawns, spawnFloor{name, median(floors[i])})
 	}
+	var p50, p99 []time.Duration
+	var rates []float64
+	for _, h := range hops {
+		p50, p99, rates = append(p50, h.p50), append(p99, h.p99), append(rates, h.rate)
+	}
+	rep.hop = callStats{p50: median(p50), p99: median(p99), rate: median(rates)}
 	if !o.markdown {
 		rep.tables(out)
 		return nil
@@ -174,13 +197,13 @@ func run(o options, out io.Writer) error {
 
 // measure runs one peer through everything once.
 func measure(p peer, kernelSock string, synthSock map[int]string, o options) (sample, error) {
-	cold, faults, err := coldStart(p, kernelSock, o.cold)
+	cold, u, err := coldStart(p, kernelSock, o.cold)
 	if err != nil {
 		return sample{}, fmt.Errorf("cold start: %w", err)
 	}
-	s := sample{cold: cold, coldFault: faults, listFirst: map[int]time.Duration{}}
+	s := sample{cold: cold, coldFault: u.faults, coldRSS: u.rss, listFirst: map[int]time.Duration{}}
 	ref := callTarget{socket: kernelSock, tool: "files.read", args: `{"path":"/` + noteName + `"}`, want: noteContent}
-	s.ref, s.rss, err = calls(p, ref, o.load)
+	s.ref, s.rssCalls, err = calls(p, ref, o.load)
 	if err != nil {
 		return sample{}, fmt.Errorf("calls through the reference kernel: %w", err)
 	}
@@ -190,7 +213,7 @@ func measure(p peer, kernelSock string, synthSock map[int]string, o options) (sa
 	if err != nil {
 		return sample{}, fmt.Errorf("calls through the synthetic kernel: %w", err)
 	}
-	s.rss = max(s.rss, rss)
+	s.rssCalls = max(s.rssCalls, rss)
 	for _, n := range catalogueSizes {
 		first, again, u, err := listTimes(p, synthSock[n], n)
 		if err != nil {
@@ -199,13 +222,13 @@ func measure(p peer, kernelSock string, synthSock map[int]string, o options) (sa
 		s.listFirst[n] = first
 		s.listAgain = again
 		s.listFault = u.faults
-		s.rss = max(s.rss, u.rss)
+		s.rssList = u.rss
 	}
 	return s, nil
 }
 
-// spawnFloor is the median time to start argv and see it exit, n times.
-func spawnFloor(argv []string, n int) (time.Duration, error) {
+// spawnTime is the median time to start argv and see it exit, n times.
+func spawnTime(argv []string, n int) (time.Duration, error) {
 	ds := make([]time.Duration, n)
 	for i := range ds {
 		start := time.Now()
@@ -332,12 +355,16 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// microPackages hold the hot-path benchmarks: framing, projection and
+// hashing, one relayed call, the first tools/list of 512 tools.
+var microPackages = []string{"./internal/jsonrpc", "./hashing", "./shim", "./bench/internal/synth"}
+
 // microBenchmarks runs the hot-path benchmarks and returns their output.
 func microBenchmarks() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "5", "-timeout", "600s",
-		"./internal/jsonrpc", "./hashing", "./shim")
+	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "5", "-timeout", "600s"}, microPackages...)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go test -bench: %w\n%s", err, out)

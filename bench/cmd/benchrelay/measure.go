@@ -25,8 +25,10 @@ type sample struct {
 	listAgain time.Duration         // a second tools/list of the largest catalogue
 	ref       callStats             // calls through the reference kernel
 	synth     callStats             // calls through the synthetic kernel
-	rss       int64                 // peak RSS over this run's sessions, bytes
+	rssCalls  int64                 // peak RSS of the calls sessions, bytes
+	rssList   int64                 // peak RSS of the largest catalogue's session, bytes
 	coldFault int64                 // minor page faults of a session ended after initialize
+	coldRSS   int64                 // peak RSS of such a session, bytes
 	listFault int64                 // minor page faults of the largest catalogue's session
 }
 
@@ -107,22 +109,23 @@ func open(p peer, socket string) (c *conn, cold time.Duration, done func() (usag
 }
 
 // coldStart is spawn (or dial) to the first answer, n times; it returns
-// the medians of the time and of the page faults.
-func coldStart(p peer, socket string, n int) (time.Duration, int64, error) {
+// the median time and the median usage of those sessions.
+func coldStart(p peer, socket string, n int) (time.Duration, usage, error) {
 	ds := make([]time.Duration, n)
 	fs := make([]int64, n)
+	rs := make([]int64, n)
 	for i := range ds {
 		_, d, done, err := open(p, socket)
 		if err != nil {
-			return 0, 0, err
+			return 0, usage{}, err
 		}
 		u, err := done()
 		if err != nil {
-			return 0, 0, err
+			return 0, usage{}, err
 		}
-		ds[i], fs[i] = d, u.faults
+		ds[i], fs[i], rs[i] = d, u.faults, u.rss
 	}
-	return median(ds), median(fs), nil
+	return median(ds), usage{rss: median(rs), faults: median(fs)}, nil
 }
 
 // listTimes opens a fresh session and times its first tools/list, which

@@ -17,11 +17,12 @@ type report struct {
 	loadStart string
 	loadEnd   string
 	micro     string
-	floors    []floor
+	spawns    []spawnFloor
+	hop       callStats // calls through bench/cmd/stdiofloor
 }
 
-// floor is what starting a process costs before any peer does anything.
-type floor struct {
+// spawnFloor is what starting a process and seeing it exit costs.
+type spawnFloor struct {
 	name string
 	d    time.Duration
 }
@@ -62,7 +63,9 @@ func metrics() []metric {
 		metric{"tools/call sequential p50, synthetic kernel", func(s sample) float64 { return us(s.synth.p50) }, fmtUs, true, true, nil},
 		metric{"tools/call sequential p99, synthetic kernel", func(s sample) float64 { return us(s.synth.p99) }, fmtUs, true, true, nil},
 		metric{"tools/call pipelined throughput, synthetic kernel", func(s sample) float64 { return s.synth.rate }, fmtRate, false, true, func(s sample) bool { return s.synth.inOrder }},
-		metric{"peak RSS", func(s sample) float64 { return float64(s.rss) }, fmtMB, true, false, nil},
+		metric{"peak RSS, session ended after initialize", func(s sample) float64 { return float64(s.coldRSS) }, fmtMB, true, false, nil},
+		metric{"peak RSS, calls sessions (pipelined included)", func(s sample) float64 { return float64(s.rssCalls) }, fmtMB, true, false, nil},
+		metric{fmt.Sprintf("peak RSS, session listing %d tools", last), func(s sample) float64 { return float64(s.rssList) }, fmtMB, true, false, nil},
 		metric{"minor page faults, spawn → initialize → exit", func(s sample) float64 { return float64(s.coldFault) }, fmtCount, true, false, nil},
 		metric{fmt.Sprintf("minor page faults, session listing %d tools", last), func(s sample) float64 { return float64(s.listFault) }, fmtCount, true, false, nil},
 		metric{"size on disk to run it", nil, fmtMB, true, false, nil},
@@ -168,12 +171,16 @@ func (r *report) tables(w io.Writer) {
 	r.floorTable(w)
 }
 
-// floorTable shows what process creation alone costs on this machine.
+// floorTable shows what the machine costs before any relay does
+// anything.
 func (r *report) floorTable(w io.Writer) {
-	fmt.Fprintf(w, "\n### Floors: spawn → exit, nothing else\n\n| process | median |\n|---|---:|\n")
-	for _, f := range r.floors {
-		fmt.Fprintf(w, "| %s | %s |\n", f.name, fmtMs(ms(f.d)))
+	fmt.Fprintf(w, "\n### Floors: what the machine costs before any relay does anything\n\n| | median |\n|---|---:|\n")
+	for _, f := range r.spawns {
+		fmt.Fprintf(w, "| spawn → exit: %s | %s |\n", f.name, fmtMs(ms(f.d)))
 	}
+	fmt.Fprintf(w, "| one stdio round trip to a Go process that answers at once (bench/cmd/stdiofloor), p50 | %s |\n", fmtUs(us(r.hop.p50)))
+	fmt.Fprintf(w, "| the same, p99 | %s |\n", fmtUs(us(r.hop.p99)))
+	fmt.Fprintf(w, "| the same, pipelined | %s |\n", fmtRate(r.hop.rate))
 }
 
 func labels(ps []peer, sep string) string {
@@ -230,7 +237,7 @@ func (r *report) targets(w io.Writer, shim peer, ms []metric) {
 		order := map[bool]string{true: ", in order", false: ", out of order"}[r.inOrder(m, shim)]
 		row("pipelined ≥ 50,000 calls/s, answers in order ("+k+" kernel)", fmtRate(rate)+order, rate >= 50000 && r.inOrder(m, shim))
 	}
-	rss := r.metricValue(ms, "peak RSS", shim)
+	rss := max(r.metricValue(ms, "peak RSS, calls", shim), r.metricValue(ms, "peak RSS, session listing", shim))
 	row("peak RSS ≤ 15 MB", fmtMB(rss), rss <= 15<<20)
 }
 
@@ -259,6 +266,56 @@ func (r *report) growth(w io.Writer) {
 	fmt.Fprintf(w, "| %d ÷ %d | %s |\n", last, first, strings.Join(cells, " | "))
 }
 
+// analysis says, from the numbers above, what each figure is made of,
+// so a missed target comes with what bounds it.
+func (r *report) analysis(w io.Writer) {
+	shim, ok := r.peer("sharedos-mcp")
+	direct, hasDirect := r.peer("direct")
+	if !ok || !hasDirect || len(r.spawns) < 3 {
+		return
+	}
+	mets := metrics()
+	v := func(p peer, name string) float64 { return r.metricValue(mets, name, p) }
+	last := catalogueSizes[len(catalogueSizes)-1]
+	fmt.Fprintf(w, "\n## What the numbers are made of\n\n")
+
+	cold, directCold, goStart := v(shim, "cold start"), v(direct, "cold start"), ms(r.spawns[1].d)
+	fmt.Fprintf(w, "- **Cold start, %s.** Starting an empty static Go binary and seeing it exit takes %s on this machine (/bin/true: %s; `sharedos-mcp version`: %s), and connecting to the kernel with hello answered takes %s from a running process. That leaves %s for serve's own start and its first initialize; a serve that answers initialize and exits takes %.0f minor page faults, against %.0f for the Go SDK peer. The runtime's start is the floor: no Go relay starts faster than the empty binary.\n",
+		fmtMs(cold), fmtMs(goStart), fmtMs(ms(r.spawns[0].d)), fmtMs(ms(r.spawns[2].d)), fmtMs(directCold), fmtMs(max(0, cold-goStart-directCold)),
+		v(shim, "minor page faults, spawn"), r.valueOr(mets, "minor page faults, spawn", "gosdk"))
+
+	for _, k := range []string{"synthetic", "reference"} {
+		name := "tools/call sequential p50, " + k + " kernel"
+		added := v(shim, name) - v(direct, name)
+		fmt.Fprintf(w, "- **Added latency, %s kernel: %s at p50.** Through serve a call crosses two more process boundaries than a direct call: client → serve and serve → client over pipes. One stdio round trip to a Go process that answers at once costs %s at p50 here (%s at p99), so %s is serve's own work and the wake-ups of its goroutines and threads (stdin reader, kernel reader, the call's goroutine, stdout writer). BenchmarkRelayedCallSynth below measures the same relay in one process, without the pipes.\n",
+			k, fmtUs(added), fmtUs(us(r.hop.p50)), fmtUs(us(r.hop.p99)), fmtUs(max(0, added-us(r.hop.p50))))
+	}
+
+	first, again := v(shim, fmt.Sprintf("tools/list of %d, first", last)), v(shim, fmt.Sprintf("tools/list of %d, again", last))
+	faults := v(shim, "minor page faults, session listing") - v(shim, "minor page faults, spawn")
+	fmt.Fprintf(w, "- **First tools/list of %d tools, %s** (again: %s; the direct client fetching the same catalogue: %s). The first one fetches about half a megabyte, decodes it, projects and hashes it and writes the MCP form; the session that does it takes %.0f more minor page faults than one that only answers initialize, that is about %s of memory touched for the first time. BenchmarkFirstList512 below is the same work in a warm process.\n",
+		last, fmtMs(first), fmtMs(again), fmtMs(v(direct, fmt.Sprintf("tools/list of %d, first", last))), faults, fmtMB(faults*4096))
+
+	for _, k := range []string{"synthetic", "reference"} {
+		name := "tools/call pipelined throughput, " + k + " kernel"
+		fmt.Fprintf(w, "- **Pipelined, %s kernel: %s** (direct: %s). A process that answers at once without a kernel sustains %s over the same pipes.\n",
+			k, fmtRate(v(shim, name)), fmtRate(v(direct, name)), fmtRate(r.hop.rate))
+	}
+	fmt.Fprintf(w, "- **Peak RSS.** %s after initialize alone, %s in the calls sessions (at most 1024 requests in flight), %s listing %d tools.\n",
+		fmtMB(v(shim, "peak RSS, session ended")), fmtMB(v(shim, "peak RSS, calls")), fmtMB(v(shim, "peak RSS, session listing")), last)
+	fmt.Fprintf(w, "\nThe load average stayed between %s and %s (1, 5, 15 min) during the run; on a quiet machine every figure above is lower, the floors included.\n", r.loadStart, r.loadEnd)
+}
+
+// valueOr is a metric's median for the peer with key, or 0 when that
+// peer was not measured.
+func (r *report) valueOr(ms []metric, name, key string) float64 {
+	p, ok := r.peer(key)
+	if !ok {
+		return 0
+	}
+	return r.metricValue(ms, name, p)
+}
+
 // document writes BENCHMARKS.md.
 func (r *report) document(w io.Writer) error {
 	o := r.opts
@@ -279,7 +336,7 @@ Every peer connects to the kernel and says hello before answering initialize, an
 
 Calls are `+"`files.read`"+` of a %d-byte file through the reference kernel (`+"`sharedos-mcp kernel`"+`, default grants), which checks the grant and appends an audit line per call. Catalogue sizes are served by a synthetic kernel in the harness (bench/internal/synth) with realistic tool definitions of 0.9–1.4 KB each and a correct catalogHash.
 
-Per run and peer: %d cold starts (median taken), a session for calls (%d warm-up calls, %d sequential calls timed one by one, then %d calls written without waiting: throughput is calls over the time to the last answer, and the answers' order is checked), and one fresh session per catalogue size timing its first and second tools/list. Peak RSS is the largest `+"`ru_maxrss`"+` of the peer's sessions. Size on disk is the binary, or for Node the node binary plus bridge.mjs and node_modules. %d runs; every figure is the median of the runs.
+Per run and peer: %d cold starts (median taken), a session for calls (%d warm-up calls, %d sequential calls timed one by one, then %d calls written without waiting: throughput is calls over the time to the last answer, and the answers' order is checked), and one fresh session per catalogue size timing its first and second tools/list. Peak RSS is the peer's VmHWM from /proc, read just before its stdin closes; page faults are wait4's minor-fault count. Size on disk is the binary, or for Node the node binary plus bridge.mjs and node_modules. %d runs; every figure is the median of the runs.
 
 ## Machine
 
@@ -294,9 +351,10 @@ The machine is shared: other engineers' test suites were running during the meas
 `, time.Now().UTC().Format("2006-01-02 15:04 UTC"), len(noteContent), o.cold, o.load.warmup, o.load.sequential, o.load.pipelined, o.runs,
 		runtime.NumCPU(), cpuModel(), osRelease(), commandLine("go", "version"), commandLine("node", "--version"), r.loadStart, r.loadEnd)
 	r.tables(w)
+	r.analysis(w)
 	fmt.Fprintf(w, "\n## Commands\n\n```\nnpm ci --prefix bench/node        # once: the TypeScript SDK peer's dependencies, from the lockfile\nmake bench-relay                  # this file\nmake bench                        # the go test benchmarks alone\n```\n")
 	if r.micro != "" {
-		fmt.Fprintf(w, "\n## Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem -count 5 ./internal/jsonrpc ./hashing ./shim`:\n\n```\n%s```\n", r.micro)
+		fmt.Fprintf(w, "\n## Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem -count 5 %s`:\n\n```\n%s```\n", strings.Join(microPackages, " "), r.micro)
 	}
 	return nil
 }

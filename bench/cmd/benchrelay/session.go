@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -124,19 +126,44 @@ type usage struct {
 }
 
 // close ends the session by closing stdin, the way a harness does, and
-// returns the peer's usage.
+// returns the peer's usage. The peak RSS is read from /proc before stdin
+// closes: wait4's ru_maxrss would not do, because Linux carries the
+// pre-exec address space's peak into it, and os/exec starts the child
+// sharing the harness's own.
 func (s *session) close() (usage, error) {
+	hwm, herr := vmHWM(s.cmd.Process.Pid)
 	s.stdin.Close()
 	err := s.cmd.Wait()
 	s.timer.Stop()
 	if err != nil {
 		return usage{}, fmt.Errorf("%s exited: %w; stderr: %s", s.cmd.Path, err, s.stderr)
 	}
+	if herr != nil {
+		return usage{}, herr
+	}
 	ru, ok := s.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
 		return usage{}, errors.New("no rusage")
 	}
-	return usage{rss: ru.Maxrss << 10, faults: ru.Minflt}, nil // Linux reports kilobytes
+	return usage{rss: hwm, faults: ru.Minflt}, nil
+}
+
+// vmHWM is a live process's peak resident set size in bytes.
+func vmHWM(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read peak RSS: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("read peak RSS: %q: %w", line, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("read peak RSS: no VmHWM in /proc/%d/status", pid)
 }
 
 // kill ends a session that failed.
