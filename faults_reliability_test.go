@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
+	"github.com/sharedos/sharedos-mcp/internal/testbin"
 )
 
 // Fault tests: the peers of the shim die, hang or go away, and the shim
@@ -208,7 +209,7 @@ func TestStdoutClosedExitsWithoutSpinning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(reliabilityBinary(t), "serve", "--integration", "reliability", "--socket", k.Path, "--call-timeout", "0")
+	cmd := exec.Command(testbin.Path(t), "serve", "--integration", "reliability", "--socket", k.Path, "--call-timeout", "0")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +279,7 @@ func TestKilledHarnessLeavesNoOrphan(t *testing.T) {
 		t.Skip("the parent-death signal is Linux only")
 	}
 	k := kerneltest.Start(t, kerneltest.Options{})
-	args, _ := json.Marshal([]string{reliabilityBinary(t), "serve", "--integration", "reliability", "--socket", k.Path})
+	args, _ := json.Marshal([]string{testbin.Path(t), "serve", "--integration", "reliability", "--socket", k.Path})
 	harness := exec.Command(os.Args[0], "-test.run=^$")
 	harness.Env = append(os.Environ(), helperEnv+"=harness", "SHAREDOS_RELIABILITY_ARGS="+string(args))
 	stdin, err := harness.StdinPipe()
@@ -334,7 +335,7 @@ type refKernel struct {
 func startRefKernel(t *testing.T, root, sock, audit string) *refKernel {
 	t.Helper()
 	k := &refKernel{sock: sock, audit: audit, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	k.cmd = exec.Command(reliabilityBinary(t), "kernel", "--root", root, "--socket", sock, "--audit", audit)
+	k.cmd = exec.Command(testbin.Path(t), "kernel", "--root", root, "--socket", sock, "--audit", audit)
 	pipe, err := k.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

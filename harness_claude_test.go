@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos-mcp/internal/testbin"
 )
 
 // claudeVersion is the Claude Code release this test was verified with;
@@ -136,17 +138,9 @@ func claudeMCPList(t *testing.T, claude, home string, env []string, entry string
 // entry install writes names a real binary.
 func buildForHarness(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "smcp-cc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	bin := filepath.Join(dir, prog)
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	// install records the path with symlinks resolved (macOS's /var is one).
-	if bin, err = filepath.EvalSymlinks(bin); err != nil {
+	bin, err := filepath.EvalSymlinks(testbin.Path(t))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return bin

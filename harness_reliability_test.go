@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
+	"github.com/sharedos/sharedos-mcp/internal/testbin"
 )
 
 // The reliability tests run the built binary as a harness would, in front
@@ -90,37 +91,6 @@ func helperHarness() int {
 	return 0
 }
 
-var built struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
-// reliabilityBinary builds sharedos-mcp once per test binary run.
-func reliabilityBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the binary; skipped in -short mode")
-	}
-	built.once.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "smcp-rel")
-		if built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, prog)
-		cmd := exec.Command("go", "build", "-o", built.bin, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
 // shimProc is a running `sharedos-mcp serve`. Every line it writes to
 // stdout is checked to be a JSON-RPC 2.0 response (or a batch of them)
 // before a test sees it.
@@ -155,7 +125,7 @@ func (s *syncBuffer) String() string {
 func startShim(t *testing.T, sock string, flags ...string) *shimProc {
 	t.Helper()
 	args := append([]string{"serve", "--integration", "reliability", "--socket", sock, "--log-level", "debug"}, flags...)
-	cmd := exec.Command(reliabilityBinary(t), args...)
+	cmd := exec.Command(testbin.Path(t), args...)
 	p := &shimProc{t: t, cmd: cmd, lines: make(chan string, 64), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {

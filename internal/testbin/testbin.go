@@ -40,7 +40,10 @@ func Path(t testing.TB) string {
 			return
 		}
 		bin = filepath.Join(dir, "sharedos-mcp")
-		out, buildErr := exec.Command("go", "build", "-o", bin, "github.com/sharedos/sharedos-mcp").CombinedOutput()
+		// Static, as released.
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/sharedos/sharedos-mcp")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, buildErr := cmd.CombinedOutput()
 		if buildErr != nil {
 			err = fmt.Errorf("go build: %v\n%s", buildErr, out)
 		}
