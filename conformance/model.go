@@ -43,6 +43,7 @@ type exchange struct {
 	Tools   []string     `json:"tools,omitempty"` // names the harness offered the model
 	Results []ToolResult `json:"results,omitempty"`
 	Answer  string       `json:"answer"` // "tool_calls" or "text"
+	At      time.Time    `json:"at"`     // when the answer was written
 }
 
 // parsedRequest is what a vendor adapter extracts from one request.
@@ -112,6 +113,11 @@ type modelServer struct {
 	h      *harness
 	srv    *http.Server
 	ln     net.Listener
+	// settle, when set, runs before the turn's final answer is written:
+	// the cancellation case waits there for the harness's cancel to reach
+	// the kernel, so that a cancel cannot be mistaken for the shim's own
+	// clean-up after the turn.
+	settle func()
 
 	mu    sync.Mutex
 	log   []exchange
@@ -123,12 +129,12 @@ type modelServer struct {
 // without sending results back would otherwise loop until its timeout.
 const maxAsks = 5
 
-func startModel(steps [][]Call, h *harness) (*modelServer, error) {
+func startModel(steps [][]Call, h *harness, settle func()) (*modelServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("model server: %w", err)
 	}
-	m := &modelServer{steps: steps, vendor: h.vendor, h: h, ln: ln, asked: map[int]int{}}
+	m := &modelServer{steps: steps, vendor: h.vendor, h: h, ln: ln, settle: settle, asked: map[int]int{}}
 	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
 	go m.srv.Serve(ln)
 	return m, nil
@@ -174,6 +180,10 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ex.Answer = "tool_calls"
 	}
+	if ex.Answer == "text" && req.rounds == len(m.steps) && m.settle != nil {
+		m.settle()
+	}
+	ex.At = time.Now()
 	m.mu.Lock()
 	m.log = append(m.log, ex)
 	m.mu.Unlock()

@@ -38,6 +38,8 @@ type Manifest struct {
 	Package   string `json:"package"`
 	Available bool   `json:"available"`
 	Version   string `json:"version,omitempty"`
+	// Runtime is the node a harness that needs its own was run on.
+	Runtime   string `json:"runtime,omitempty"`
 	MCPClient string `json:"mcpClient"`
 	Model     string `json:"model"`
 	// CatalogHash is the hash every case's turn was given; more than one
@@ -157,6 +159,9 @@ func renderMarkdown(r *Results) string {
 			continue
 		}
 		fmt.Fprintf(&b, "- version: `%s` (%s)\n", m.Version, m.Package)
+		if m.Runtime != "" {
+			fmt.Fprintf(&b, "- runtime: %s\n", m.Runtime)
+		}
 		fmt.Fprintf(&b, "- MCP client: %s\n", m.MCPClient)
 		fmt.Fprintf(&b, "- declared model: `%s`\n", m.Model)
 		fmt.Fprintf(&b, "- catalogHash: `%s`\n", orDash(m.CatalogHash))

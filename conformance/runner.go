@@ -56,11 +56,25 @@ func findCLI(exe, prefix string) (string, bool) {
 }
 
 // cliVersion is the first line of `<cli> --version` (Pi prints it on
-// stderr).
-func cliVersion(ctx context.Context, cli string) string {
+// stderr), run with the harness's PATH.
+func cliVersion(ctx context.Context, h *harness, cli string) string {
+	return firstLine(ctx, h, cli, "--version")
+}
+
+// nodeRuntime names the node a harness that brings its own runs on.
+func nodeRuntime(ctx context.Context, h *harness, cli string) string {
+	if !h.nodeBeside {
+		return ""
+	}
+	return "node " + firstLine(ctx, h, filepath.Join(filepath.Dir(cli), "node"), "--version") + " from the npm prefix"
+}
+
+func firstLine(ctx context.Context, h *harness, exe string, args ...string) string {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, cli, "--version").CombinedOutput()
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = append(os.Environ(), "PATH="+pathFor(h, exe))
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "unknown (" + err.Error() + ")"
 	}
@@ -121,6 +135,7 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 	env := &caseEnv{
 		dir: dir, home: filepath.Join(dir, "home"), work: filepath.Join(dir, "work"), root: filepath.Join(dir, "root"),
 		sock: filepath.Join(dir, "k.sock"), audit: filepath.Join(dir, "audit.jsonl"), bin: opts.bin, cli: cli,
+		path: pathFor(h, cli),
 	}
 	for _, d := range []string{env.home, env.work} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -134,11 +149,27 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 	if err := os.WriteFile(cfg, kernelConfig, 0o600); err != nil {
 		return CaseResult{}, err
 	}
-	stopKernel, err := startKernel(ctx, env, cfg)
+	// A case that holds a call puts the hold proxy on the installed
+	// socket and the reference kernel behind it.
+	kernelSock := env.sock
+	if c.Hold != nil {
+		kernelSock = filepath.Join(dir, "ref.sock")
+	}
+	stopKernel, err := startKernel(ctx, env, cfg, kernelSock)
 	if err != nil {
 		return CaseResult{}, err
 	}
 	defer stopKernel()
+	var proxy *holdProxy
+	var settle func()
+	if c.Hold != nil {
+		if proxy, err = startHoldProxy(env.sock, kernelSock, c.Hold); err != nil {
+			return CaseResult{}, fmt.Errorf("hold proxy: %w", err)
+		}
+		defer proxy.close()
+		settle = func() { proxy.awaitCancel(settleWait) }
+	}
+	env.toolTimeout = c.ToolTimeout
 
 	inst := exec.CommandContext(ctx, env.bin, "install", h.ID, "--scope", "user", "--socket", env.sock)
 	inst.Env, inst.Dir = baseEnv(env), env.work
@@ -146,7 +177,7 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		return CaseResult{}, fmt.Errorf("sharedos-mcp install %s: %v: %s", h.ID, err, bytes.TrimSpace(out))
 	}
 
-	model, err := startModel(c.Steps, h)
+	model, err := startModel(c.Steps, h, settle)
 	if err != nil {
 		return CaseResult{}, err
 	}
@@ -184,6 +215,11 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		exitErr = fmt.Errorf("%w: %s", exitErr, clip(stderr.String()))
 	}
 
+	var held []heldCall
+	if proxy != nil {
+		proxy.close()
+		held = proxy.calls()
+	}
 	stopKernel()
 	events, err := readAudit(ctx, env)
 	if err != nil {
@@ -199,7 +235,7 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		r.Grade, r.Detail = gradeFail, "scripted model: "+strings.Join(modelErrs, "; ")
 		return r, nil
 	}
-	ev := &evidence{audit: events, exchanges: exchanges, root: env.root, exitErr: exitErr, stdout: stdout.String()}
+	ev := &evidence{audit: events, exchanges: exchanges, held: held, root: env.root, exitErr: exitErr, stdout: stdout.String()}
 	r.Grade, r.Detail = c.grade(ev, h)
 	switch {
 	case r.Grade != gradeNotExercised:
@@ -212,11 +248,15 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 	return r, nil
 }
 
-// startKernel runs `sharedos-mcp kernel` for one case and waits until its
-// socket accepts; the returned stop is idempotent and waits for the exit,
-// so the audit log is complete once it returns.
-func startKernel(ctx context.Context, env *caseEnv, cfg string) (func(), error) {
-	cmd := exec.CommandContext(ctx, env.bin, "kernel", "--config", cfg, "--socket", env.sock, "--audit", env.audit, "--log-level", "warn")
+// settleWait bounds how long the final answer of a case that holds a call
+// waits for the harness's cancel to reach the kernel.
+const settleWait = 5 * time.Second
+
+// startKernel runs `sharedos-mcp kernel` on sock for one case and waits
+// until it accepts; the returned stop is idempotent and waits for the
+// exit, so the audit log is complete once it returns.
+func startKernel(ctx context.Context, env *caseEnv, cfg, sock string) (func(), error) {
+	cmd := exec.CommandContext(ctx, env.bin, "kernel", "--config", cfg, "--socket", sock, "--audit", env.audit, "--log-level", "warn")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -238,7 +278,7 @@ func startKernel(ctx context.Context, env *caseEnv, cfg string) (func(), error) 
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if fi, err := os.Stat(env.sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			return stop, nil
 		}
 		select {
