@@ -102,13 +102,11 @@ func (e *evidence) finished(rounds int) error {
 	return fmt.Errorf("the turn never came back for its final answer")
 }
 
-// Case is one scripted turn and how to grade it. A case with Unexercised
-// set is reported "not exercised" with that reason and never launched.
+// Case is one scripted turn and how to grade it.
 type Case struct {
-	ID          string
-	Title       string
-	Steps       [][]Call
-	Unexercised string
+	ID    string
+	Title string
+	Steps [][]Call
 	// Hold selects the calls a hold proxy in front of the kernel keeps
 	// unanswered until they are cancelled; ToolTimeout replaces the
 	// harness's tool-call timeout that install wrote.

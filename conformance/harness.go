@@ -88,6 +88,9 @@ type harness struct {
 	// given what it did offer; for a tool it did not offer, under the
 	// name the model would have to guess.
 	expose func(c Call, offered []string) exposedCall
+	// proxyTools are tools of the harness's MCP client that reach the
+	// managed server's tools without being one of them by name.
+	proxyTools []string
 	// nodeBeside: the harness runs on the node installed next to it in
 	// the npm prefix rather than the one on PATH.
 	nodeBeside bool
@@ -295,6 +298,9 @@ var pi = &harness{
 	nodeBeside: true,
 	vendor:     anthropic{},
 	proxy:      "mcp",
+	// The adapter's gateway (mcp) and its namespace tool for the server
+	// (mcp__sharedos) reach only the configured MCP servers.
+	proxyTools: []string{"mcp", "mcp__sharedos"},
 	expose: func(c Call, _ []string) exposedCall {
 		// The adapter names a server's tools server_tool, "." as "_".
 		return exposedCall{name: "mcp", args: map[string]any{"tool": "sharedos_" + portable(c.Tool), "args": c.Args}}
@@ -312,12 +318,19 @@ var pi = &harness{
 		if err := os.WriteFile(filepath.Join(agentDir, "models.json"), mustMarshal(models), 0o600); err != nil {
 			return nil, err
 		}
-		if env.toolTimeout > 0 {
-			if err := editJSON(filepath.Join(agentDir, "mcp.json"), func(cfg map[string]any) error {
+		// scriptMode off: the adapter's mcpScript tool runs model-written
+		// JavaScript in a node:vm context, which is no sandbox, so a
+		// strict column cannot offer it. The proxy tool and the server's
+		// namespace tool stay, as install leaves them.
+		err := editJSON(filepath.Join(agentDir, "mcp.json"), func(cfg map[string]any) error {
+			cfg["settings"] = map[string]any{"scriptMode": false}
+			if env.toolTimeout > 0 {
 				return setEntry(cfg, "requestTimeoutMs", env.toolTimeout.Milliseconds())
-			}); err != nil {
-				return nil, err
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		cmd := exec.Command(env.cli, "-p", prompt, "--no-builtin-tools", "--no-extensions", "--no-skills",
 			"--no-context-files", "--no-session", "-e", adapter, "--provider", "conformance", "--model", declaredModel)

@@ -49,7 +49,10 @@ type Manifest struct {
 	// Offered is every tool name the harness offered its model, and
 	// PolicyViolations those that are neither managed nor declared
 	// harness-local.
-	Offered          []string `json:"offeredTools,omitempty"`
+	Offered []string `json:"offeredTools,omitempty"`
+	// ProxyTools are the harness's MCP client's own tools that reach the
+	// managed servers (Pi's adapter gateway); they count as managed.
+	ProxyTools       []string `json:"proxyTools,omitempty"`
 	PolicyViolations []string `json:"policyViolations,omitempty"`
 }
 
@@ -71,7 +74,7 @@ func (m *Manifest) summarize(rs []CaseResult) {
 	m.CatalogHash = strings.Join(hashes, ",")
 	slices.Sort(m.Offered)
 	for _, t := range m.Offered {
-		if _, managed := managedSuffix(t); !managed && !slices.Contains(m.ToolPolicy.HarnessLocal, t) {
+		if _, managed := managedSuffix(t); !managed && !slices.Contains(m.ProxyTools, t) && !slices.Contains(m.ToolPolicy.HarnessLocal, t) {
 			m.PolicyViolations = append(m.PolicyViolations, t)
 		}
 	}
@@ -169,6 +172,9 @@ func renderMarkdown(r *Results) string {
 		fmt.Fprintf(&b, "- tool policy: %s; managed MCP: %s; harness-local: %s; external direct: %s\n",
 			p.Mode, list(p.ManagedMCP), list(p.HarnessLocal), list(p.ExternalDirect))
 		fmt.Fprintf(&b, "- tools offered to the model: %s\n", list(m.Offered))
+		if len(m.ProxyTools) > 0 {
+			fmt.Fprintf(&b, "- MCP client tools counted as managed (they reach only the configured MCP servers): %s\n", list(m.ProxyTools))
+		}
 		if len(m.PolicyViolations) > 0 {
 			fmt.Fprintf(&b, "- **outside the declared policy**: %s\n", list(m.PolicyViolations))
 		}
