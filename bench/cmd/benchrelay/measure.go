@@ -229,8 +229,10 @@ func pipeline(c *conn, call caller, want string, firstID, n int) (rate float64, 
 	}()
 	inOrder = true
 	seen := make(map[int]bool, n)
+	var last time.Time
 	for i := range n {
-		line, a, err := c.next()
+		line, a, at, err := c.next()
+		last = at
 		if err != nil {
 			return 0, false, fmt.Errorf("pipelined answer %d of %d: %w", i+1, n, err)
 		}
@@ -246,7 +248,7 @@ func pipeline(c *conn, call caller, want string, firstID, n int) (rate float64, 
 			return 0, false, fmt.Errorf("pipelined call %d did not succeed: %.300s", id, line)
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed := last.Sub(start)
 	if err := <-werr; err != nil {
 		return 0, false, err
 	}

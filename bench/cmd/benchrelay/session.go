@@ -47,22 +47,24 @@ func (c *conn) send(line []byte) error {
 	return c.w.Flush()
 }
 
-// next reads the next response, skipping notifications. The returned
-// line is valid until the next read.
-func (c *conn) next() ([]byte, answer, error) {
+// next reads the next response, skipping notifications, and says when
+// its line had been read, before the harness spent time decoding it. The
+// returned line is valid until the next read.
+func (c *conn) next() ([]byte, answer, time.Time, error) {
 	for {
 		line, err := c.r.ReadLine()
+		at := time.Now()
 		if err != nil {
-			return nil, answer{}, err
+			return nil, answer{}, at, err
 		}
 		var a answer
 		if err := json.Unmarshal(line, &a); err != nil {
-			return nil, a, fmt.Errorf("unreadable answer %.200q: %w", line, err)
+			return nil, a, at, fmt.Errorf("unreadable answer %.200q: %w", line, err)
 		}
 		if a.ID == nil {
 			continue // a notification
 		}
-		return line, a, nil
+		return line, a, at, nil
 	}
 }
 
@@ -73,8 +75,8 @@ func (c *conn) roundTrip(id int, line []byte) (answer, time.Duration, error) {
 	if err := c.send(line); err != nil {
 		return answer{}, 0, err
 	}
-	_, a, err := c.next()
-	d := time.Since(start)
+	_, a, at, err := c.next()
+	d := at.Sub(start)
 	if err != nil {
 		return a, d, err
 	}
