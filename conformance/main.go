@@ -138,6 +138,10 @@ func runAll(ctx context.Context, hs []*harness, cs []Case, opts options) (*Resul
 	res := &Results{Cases: make([]CaseInfo, len(cs))}
 	for i, c := range cs {
 		res.Cases[i] = CaseInfo{ID: c.ID, Title: c.Title}
+		if c.Hold != nil {
+			res.Cases[i].Kernel = "the reference kernel behind a proxy that holds files.read " + heldPath +
+				" until call.cancel (README.md); hello, the catalogue and its catalogHash are the reference kernel's, so this row's hash is part of the comparison"
+		}
 	}
 	for _, h := range hs {
 		if err := h.Policy.Validate(); err != nil {

@@ -19,10 +19,12 @@ type Results struct {
 	Note       string     `json:"note,omitempty"`
 }
 
-// CaseInfo names a row.
+// CaseInfo names a row; Kernel says how its kernel differs from the
+// plain reference kernel, when it does.
 type CaseInfo struct {
-	ID    string `json:"id"`
-	Title string `json:"title"`
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Kernel string `json:"kernel,omitempty"`
 }
 
 // Column is one harness.
@@ -152,6 +154,11 @@ func renderMarkdown(r *Results) string {
 			fmt.Fprintf(&b, " %s |", c.Results[i].Grade)
 		}
 		b.WriteString("\n")
+	}
+	for _, ci := range r.Cases {
+		if ci.Kernel != "" {
+			fmt.Fprintf(&b, "\n`%s`: %s.\n", ci.ID, ci.Kernel)
+		}
 	}
 	b.WriteString("\n## Columns\n")
 	for _, c := range r.Columns {
