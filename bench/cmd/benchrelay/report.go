@@ -303,7 +303,7 @@ func (r *report) analysis(w io.Writer) {
 	}
 	fmt.Fprintf(w, "- **Peak RSS.** %s after initialize alone, %s in the calls sessions (at most 1024 requests in flight), %s listing %d tools.\n",
 		fmtMB(v(shim, "peak RSS, session ended")), fmtMB(v(shim, "peak RSS, calls")), fmtMB(v(shim, "peak RSS, session listing")), last)
-	fmt.Fprintf(w, "\nThe load average stayed between %s and %s (1, 5, 15 min) during the run; on a quiet machine every figure above is lower, the floors included.\n", r.loadStart, r.loadEnd)
+	fmt.Fprintf(w, "\nThe load average (1, 5, 15 min) was %s at the start of the run and %s at the end; on a quieter machine every figure above is lower, the floors included.\n", r.loadStart, r.loadEnd)
 }
 
 // valueOr is a metric's median for the peer with key, or 0 when that
@@ -344,7 +344,7 @@ Per run and peer: %d cold starts (median taken), a session for calls (%d warm-up
 - Linux %s, %s, Node %s
 - load average (1, 5, 15 min) at start: %s; at end: %s
 
-The machine is shared: other engineers' test suites were running during the measurement, so the numbers are noisy. Medians of repeated runs damp that; the ratios between peers, measured interleaved in the same runs, are steadier than the absolute figures.
+The machine is shared with other engineers' test suites (see the load averages), so the numbers are noisy. Medians of repeated runs damp that; the ratios between peers, measured interleaved in the same runs, are steadier than the absolute figures.
 
 ## Results
 
@@ -352,7 +352,13 @@ The machine is shared: other engineers' test suites were running during the meas
 		runtime.NumCPU(), cpuModel(), osRelease(), commandLine("go", "version"), commandLine("node", "--version"), r.loadStart, r.loadEnd)
 	r.tables(w)
 	r.analysis(w)
-	fmt.Fprintf(w, "\n## Commands\n\n```\nnpm ci --prefix bench/node        # once: the TypeScript SDK peer's dependencies, from the lockfile\nmake bench-relay                  # this file\nmake bench                        # the go test benchmarks alone\n```\n")
+	fmt.Fprintf(w, "\n## Commands\n\n```\n%s```\n", strings.Join([]string{
+		"make bench-relay    # this file: npm ci --prefix bench/node, then go run ./bench/cmd/benchrelay -markdown",
+		"make bench          # the go test benchmarks alone",
+		"go run ./bench/cmd/benchrelay -peers direct,sharedos-mcp -shim PATH    # the tables for another build, to compare",
+		"go test -run '^$' -bench FirstList512 -cpuprofile cpu.out ./bench/internal/synth    # profile one path",
+		"",
+	}, "\n"))
 	if r.micro != "" {
 		fmt.Fprintf(w, "\n## Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem -count 5 %s`:\n\n```\n%s```\n", strings.Join(microPackages, " "), r.micro)
 	}
