@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -98,10 +99,17 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 			}
 		}()
 	}
+	in := stdio.In
+	if f, ok := in.(*os.File); ok {
+		in = pollable(f)
+	}
+	// The turn is I/O on three descriptors; one P keeps every hand-off
+	// between its goroutines on one thread instead of waking another.
+	runtime.GOMAXPROCS(1)
 	err = shim.Serve(ctx, shim.Config{
 		Kernel: k, Hello: hello, Version: ver,
 		CallTimeout: *callTimeout, MaxLine: *maxMessage, Log: log,
-	}, stdio.In, stdio.Out)
+	}, in, stdio.Out)
 	switch {
 	case err == nil:
 		return nil

@@ -36,3 +36,20 @@ func watchClosed(f *os.File) <-chan struct{} {
 	}()
 	return gone
 }
+
+// pollable returns f as a file the Go runtime's poller reads, when f is a
+// pipe or socket: a blocking read of stdin would park a whole thread and
+// cost a thread hand-off per request. Anything else (a terminal, whose
+// mode the user shares, or a file) is returned as it is.
+func pollable(f *os.File) *os.File {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return f
+	}
+	fd := int(f.Fd())
+	if unix.SetNonblock(fd, true) != nil {
+		return f
+	}
+	// NewFile sees the non-blocking flag and registers fd with the poller.
+	return os.NewFile(uintptr(fd), f.Name())
+}

@@ -41,7 +41,7 @@ type Config struct {
 
 // maxInFlight bounds requests read but not yet answered; the reader waits
 // when it is reached, so a flood of calls cannot grow memory without end.
-const maxInFlight = 1024
+const maxInFlight = 256
 
 // slot is one answer to write, in arrival order. out is nil when nothing
 // is to be written (a cancelled request).

@@ -301,7 +301,7 @@ func (r *report) analysis(w io.Writer) {
 		fmt.Fprintf(w, "- **Pipelined, %s kernel: %s** (direct: %s). A process that answers at once without a kernel sustains %s over the same pipes.\n",
 			k, fmtRate(v(shim, name)), fmtRate(v(direct, name)), fmtRate(r.hop.rate))
 	}
-	fmt.Fprintf(w, "- **Peak RSS.** %s after initialize alone, %s in the calls sessions (at most 1024 requests in flight), %s listing %d tools.\n",
+	fmt.Fprintf(w, "- **Peak RSS.** %s after initialize alone, %s in the calls sessions, %s listing %d tools.\n",
 		fmtMB(v(shim, "peak RSS, session ended")), fmtMB(v(shim, "peak RSS, calls")), fmtMB(v(shim, "peak RSS, session listing")), last)
 	fmt.Fprintf(w, "\nThe load average (1, 5, 15 min) was %s at the start of the run and %s at the end; on a quieter machine every figure above is lower, the floors included.\n", r.loadStart, r.loadEnd)
 }
