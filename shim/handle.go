@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
@@ -47,9 +48,11 @@ func (s *server) handleLine(ctx context.Context, line []byte) *slot {
 	if len(trimmed) == 0 {
 		return nil // blank lines are not messages
 	}
-	if !utf8.Valid(trimmed) || !json.Valid(trimmed) {
-		return readySlot(errorLine(nil, jsonrpc.CodeParseError, "parse error: not a JSON text", nil))
+	if !utf8.Valid(trimmed) {
+		return readySlot(parseError())
 	}
+	// Decoding validates; a separate validation pass would read every
+	// line twice.
 	if trimmed[0] == '[' {
 		return s.handleBatch(ctx, trimmed)
 	}
@@ -58,7 +61,9 @@ func (s *server) handleLine(ctx context.Context, line []byte) *slot {
 
 func (s *server) handleBatch(ctx context.Context, raw []byte) *slot {
 	var elems []json.RawMessage
-	json.Unmarshal(raw, &elems) // valid JSON array: cannot fail
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return readySlot(parseError())
+	}
 	if len(elems) == 0 {
 		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: empty batch", nil))
 	}
@@ -104,6 +109,10 @@ func (s *server) handleBatch(ctx context.Context, raw []byte) *slot {
 func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return readySlot(parseError())
+		}
 		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: not a JSON object", nil))
 	}
 	id, idOK := fields["id"]
@@ -148,6 +157,10 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 		}
 	}
 	return s.handleRequest(ctx, req)
+}
+
+func parseError() []byte {
+	return errorLine(nil, jsonrpc.CodeParseError, "parse error: not a JSON text", nil)
 }
 
 // validID reports whether id is a JSON string or number. MCP forbids null.
