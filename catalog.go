@@ -73,7 +73,7 @@ func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
 	if err != nil {
 		return helloError(path, err)
 	}
-	tools, hash, err := fetchCatalogue(cctx, k)
+	tools, hash, err := k.Catalogue(cctx)
 	if err != nil {
 		return cli.Hintf(fmt.Errorf("catalog: %w", err), "serve refuses this catalogue too; check the kernel's tool definitions and its log")
 	}
@@ -84,23 +84,6 @@ func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
 		return enc.Encode(view)
 	}
 	return view.print(stdio)
-}
-
-// fetchCatalogue asks for the turn's catalogue and accepts it as serve
-// does: the published projection must hash to the kernel's catalogHash.
-func fetchCatalogue(ctx context.Context, k *kernelclient.Client) ([]hashing.Tool, string, error) {
-	res, err := k.List(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("fetch catalogue: %w", err)
-	}
-	tools, err := hashing.ProjectRaw(res.Tools)
-	if err != nil {
-		return nil, "", fmt.Errorf("the kernel's catalogue does not project: %w", err)
-	}
-	if h := hashing.Hash(tools); h != res.CatalogHash {
-		return nil, "", fmt.Errorf("catalogHash mismatch: the kernel says %q, its published projection hashes to %q", res.CatalogHash, h)
-	}
-	return tools, res.CatalogHash, nil
 }
 
 // catalogView is the catalog command's output; its JSON form is the

@@ -177,7 +177,7 @@ func TestCatalogRefusesACatalogueWhoseHashDisagrees(t *testing.T) {
 	if code != 1 || stdout != "" {
 		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, stdout)
 	}
-	if !strings.Contains(stderr, "sharedos-mcp: error: catalog: catalogHash mismatch") || !strings.Contains(stderr, "\nhint: ") {
+	if !strings.Contains(stderr, "sharedos-mcp: error: catalog: refused the kernel's catalogue: kernel catalogHash") || !strings.Contains(stderr, "\nhint: ") {
 		t.Errorf("stderr = %q", stderr)
 	}
 }

@@ -174,7 +174,7 @@ func (d *doctor) kernel(ctx context.Context, path, from, integration string, opt
 		return
 	}
 	d.ok("hello accepted as integration %q: kernel %s %s, protocol %d, executionId %s", integration, hello.Kernel.Name, hello.Kernel.Version, hello.Protocol, hello.ExecutionID)
-	tools, hash, err := fetchCatalogue(hctx, k)
+	tools, hash, err := k.Catalogue(hctx)
 	if err != nil {
 		d.problem("catalogue: "+err.Error(), "serve refuses this catalogue; check the kernel's tool definitions, or use a sharedos-mcp release that matches the kernel")
 		return

@@ -146,7 +146,7 @@ func TestDoctorRefusesACatalogueWhoseHashDisagrees(t *testing.T) {
 	k := kerneltest.Start(t, kerneltest.Options{WrongHash: true})
 	code, stdout, _ := doctorRun(t, "--socket", k.Path, "--integration", "claude-code")
 	if code != 1 || !strings.Contains(stdout, `ok      hello accepted as integration "claude-code"`) ||
-		!strings.Contains(stdout, "problem catalogue: catalogHash mismatch: the kernel says ") {
+		!strings.Contains(stdout, "problem catalogue: refused the kernel's catalogue: kernel catalogHash ") {
 		t.Errorf("exit %d, output:\n%s", code, stdout)
 	}
 }

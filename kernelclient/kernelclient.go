@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
@@ -311,4 +312,26 @@ func (call *Call) Wait(ctx context.Context) error { return call.wait(ctx, nil) }
 // Ping checks that the kernel answers.
 func (c *Client) Ping(ctx context.Context) error {
 	return c.call(ctx, kproto.MethodPing, struct{}{}, nil)
+}
+
+// ErrCatalogueRefused marks a catalogue the shim must not serve: it does
+// not project (a bad or duplicate name, too many tools, a bad schema), or
+// the kernel's catalogHash is not the hash of what would be published.
+var ErrCatalogueRefused = errors.New("refused the kernel's catalogue")
+
+// Catalogue fetches the turn's catalogue and accepts it only as published:
+// projected, and hashing to the kernel's catalogHash.
+func (c *Client) Catalogue(ctx context.Context) (tools []hashing.Tool, catalogHash string, err error) {
+	res, err := c.List(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("fetch catalogue: %w", err)
+	}
+	tools, err = hashing.ProjectRaw(res.Tools)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrCatalogueRefused, err)
+	}
+	if h := hashing.Hash(tools); h != res.CatalogHash {
+		return nil, "", fmt.Errorf("%w: kernel catalogHash %q, published projection hashes to %q", ErrCatalogueRefused, res.CatalogHash, h)
+	}
+	return tools, res.CatalogHash, nil
 }

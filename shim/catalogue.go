@@ -2,7 +2,6 @@ package shim
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -39,32 +38,20 @@ func (c *catalogue) start(ctx context.Context, k *kernelclient.Client, log zerol
 
 func (c *catalogue) fetch(ctx context.Context, k *kernelclient.Client, log zerolog.Logger) {
 	defer close(c.ready)
-	res, err := k.List(ctx)
+	tools, hash, err := k.Catalogue(ctx)
 	if err != nil {
-		c.err = fmt.Errorf("fetch catalogue: %w", err)
-		log.Error().Err(err).Msg("fetch catalogue from the kernel")
+		c.err = err
+		log.Error().Err(err).Msg("the catalogue cannot be served")
 		return
 	}
-	tools, err := hashing.ProjectRaw(res.Tools)
-	if err != nil {
-		c.err = fmt.Errorf("refused the kernel's catalogue: %w", err)
-		log.Error().Err(err).Msg("refused the kernel's catalogue")
-		return
-	}
-	if h := hashing.Hash(tools); h != res.CatalogHash {
-		c.err = fmt.Errorf("refused the kernel's catalogue: kernel catalogHash %q, published projection hashes to %q", res.CatalogHash, h)
-		log.Error().Str("kernelHash", res.CatalogHash).Str("shimHash", h).Msg("refused the kernel's catalogue: hashes disagree")
-		return
-	}
-	c.tools, c.hash = tools, res.CatalogHash
+	c.tools, c.hash = tools, hash
 	c.byName = make(map[string]int, len(tools))
 	c.portable = make(map[string]int, len(tools))
-	// The published tools are about the size of the kernel's definitions
-	// (fewer fields, longer annotation names), so that much room builds
-	// the array without regrowing it.
+	// Room for the MCP array up front: a 512-tool catalogue is half a
+	// megabyte, and regrowing it copies that several times.
 	size := 2
-	for _, raw := range res.Tools {
-		size += len(raw)
+	for _, t := range tools {
+		size += len(t.Name) + len(t.Description) + len(t.InputSchema) + len(t.OutputSchema) + 160
 	}
 	buf := append(make([]byte, 0, size), '[')
 	for i, t := range tools {
