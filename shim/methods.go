@@ -93,28 +93,34 @@ func (s *server) toolsList(ctx context.Context, req *request) *slot {
 			sl.finish(errorLine(req.id, jsonrpc.CodeInternalError, "internal error: the kernel's catalogue cannot be served", nil))
 			return
 		}
-		sl.finish(resultLine(req.id, s.listResult(req.modern)))
+		sl.finish(s.listLine(req.id, req.modern))
 	}()
 	return sl
 }
 
-func (s *server) listResult(modern bool) []byte {
+// listLine is the whole tools/list answer, built in one buffer: the
+// catalogue is the largest thing the shim writes (half a megabyte for 512
+// tools), and in a fresh process every extra copy of it is paid in page
+// faults.
+func (s *server) listLine(id json.RawMessage, modern bool) []byte {
 	c := s.cat
-	meta := make([]byte, 0, 160)
-	meta = append(meta, `"sharedos/catalogHash":`...)
-	meta = strconv.AppendQuote(meta, c.hash)
-	meta = append(meta, `,"sharedos/executionId":`...)
-	meta = appendJSONString(meta, s.cfg.Hello.ExecutionID)
-	out := make([]byte, 0, len(c.toolsJSON)+256)
-	out = append(out, `{"tools":`...)
+	out := make([]byte, 0, len(c.toolsJSON)+len(id)+len(s.serverInfo)+320)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"result":{"tools":`...)
 	out = append(out, c.toolsJSON...)
-	if !modern {
-		out = append(out, `,"_meta":{`...)
-		out = append(out, meta...)
-		return append(out, "}}"...)
+	if modern {
+		out = append(out, `,"ttlMs":0,"cacheScope":"private","resultType":"complete"`...)
 	}
-	out = append(out, `,"ttlMs":0,"cacheScope":"private"}`...)
-	return s.modernize(out, meta)
+	out = append(out, `,"_meta":{"sharedos/catalogHash":`...)
+	out = strconv.AppendQuote(out, c.hash)
+	out = append(out, `,"sharedos/executionId":`...)
+	out = appendJSONString(out, s.cfg.Hello.ExecutionID)
+	if modern {
+		out = append(out, `,"`+metaServerInfo+`":`...)
+		out = append(out, s.serverInfo...)
+	}
+	return append(out, "}}}\n"...)
 }
 
 // callParams are tools/call's params as the shim checks them.
