@@ -82,14 +82,8 @@ func Start(t testing.TB, opts Options) *Kernel {
 	}
 	k.wg.Add(1)
 	go k.accept()
-	t.Cleanup(k.Close)
+	t.Cleanup(k.WaitIdle)
 	return k
-}
-
-// Close stops the listener and waits for every connection to end.
-func (k *Kernel) Close() {
-	k.ln.Close()
-	k.wg.Wait()
 }
 
 // Events returns what the kernel has seen so far, one line each, e.g.
@@ -100,7 +94,9 @@ func (k *Kernel) Events() []string {
 	return append([]string(nil), k.events...)
 }
 
-// WaitIdle waits until every connection accepted so far has closed.
+// WaitIdle stops accepting connections and waits until every connection
+// accepted so far has closed. It runs again, harmlessly, when the test
+// ends.
 func (k *Kernel) WaitIdle() {
 	k.ln.Close()
 	k.wg.Wait()
