@@ -24,11 +24,23 @@ func session(b *testing.B, tools int) (in *io.PipeWriter, out *jsonrpc.Reader, s
 	if err != nil {
 		b.Fatal(err)
 	}
-	k, err := Listen(filepath.Join(dir, "k.sock"), Tools(tools))
+	sock := filepath.Join(dir, "k.sock")
+	k, err := Listen(sock, Tools(tools))
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := kernelclient.Dial(kernelclient.Options{Socket: filepath.Join(dir, "k.sock"), KernelUID: -1})
+	in, out, end := turn(b, sock)
+	return in, out, func() {
+		end()
+		k.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// turn connects to the kernel on sock, says hello and runs serve in
+// process on pipes; end closes stdin and waits for serve to return.
+func turn(b *testing.B, sock string) (in *io.PipeWriter, out *jsonrpc.Reader, end func()) {
+	c, err := kernelclient.Dial(kernelclient.Options{Socket: sock, KernelUID: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,8 +60,6 @@ func session(b *testing.B, tools int) (in *io.PipeWriter, out *jsonrpc.Reader, s
 		if err := <-done; err != nil {
 			b.Error(err)
 		}
-		k.Close()
-		os.RemoveAll(dir)
 	}
 }
 
@@ -81,7 +91,8 @@ func BenchmarkFirstList512(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	k, err := Listen(filepath.Join(dir, "k.sock"), Tools(512))
+	sock := filepath.Join(dir, "k.sock")
+	k, err := Listen(sock, Tools(512))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,22 +101,7 @@ func BenchmarkFirstList512(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		c, err := kernelclient.Dial(kernelclient.Options{Socket: filepath.Join(dir, "k.sock"), KernelUID: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		hello, err := c.Hello(context.Background(), kproto.HelloParams{Name: "bench", Shim: kproto.Peer{Version: "0"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		done := make(chan error, 1)
-		go func() {
-			done <- shim.Serve(context.Background(), shim.Config{Kernel: c, Hello: hello, Version: "bench", Log: zerolog.Nop()}, inR, outW)
-			outW.Close()
-		}()
-		out := jsonrpc.NewReader(outR, 0)
+		inW, out, end := turn(b, sock)
 		b.StartTimer()
 
 		inW.Write(list)
@@ -115,10 +111,7 @@ func BenchmarkFirstList512(b *testing.B) {
 		if err != nil || !bytes.Contains(line, []byte(`"sharedos/catalogHash"`)) {
 			b.Fatalf("tools/list answered %.200q, %v", line, err)
 		}
-		inW.Close()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		end()
 		b.StartTimer()
 	}
 }
