@@ -2,7 +2,6 @@ package hashing
 
 import (
 	"cmp"
-	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -26,12 +25,15 @@ var sortKeys = struct {
 	m map[string]string
 }{m: make(map[string]string)}
 
-// collator is not safe for concurrent use; mu guards it and buf.
-var collator = struct {
+// collator is not safe for concurrent use; mu guards it and buf. It is
+// built on first use: keys are nearly always ASCII (see asciiCompare), and
+// building it touches the collation tables, which a serve that only
+// answers initialize should not pay for.
+var collator struct {
 	sync.Mutex
 	c   *collate.Collator
 	buf collate.Buffer
-}{c: collate.New(language.Und)}
+}
 
 // sortKey returns the root-collation sort key of k (WTF-8). Two keys
 // compare as their sort keys compare bytewise; equal sort keys are a
@@ -44,6 +46,9 @@ func sortKey(k []byte) string {
 		return sk
 	}
 	collator.Lock()
+	if collator.c == nil {
+		collator.c = collate.New(language.Und)
+	}
 	sk = string(collator.c.Key(&collator.buf, k))
 	collator.buf.Reset()
 	collator.Unlock()
@@ -58,33 +63,26 @@ func sortKey(k []byte) string {
 
 // Nearly every key in a real schema is ASCII, and for ASCII root
 // collation reduces to two lookups a byte: each character is one
-// collation element, control characters are ignorable, and every other
-// character has the common secondary weight, so keys compare by their
-// primary weights and then by their tertiary (case) weights. asciiCompare
-// does that without a sort key, a lock or a map lookup; the tables are
-// read off the collator itself, and a test checks the result against
-// sortKey.
+// collation element, control characters other than \t\n\v\f\r are
+// ignorable, and every other character has the common secondary weight,
+// so keys compare by their primary weights and then by their tertiary
+// (case) weights. asciiCompare does that without a sort key, a lock or a
+// map lookup. TestASCIICompare checks it against the collator's sort keys
+// for every key of up to two characters.
 var asciiPrimary, asciiTertiary [utf8.RuneSelf]uint8 // primary 0: ignorable
 
+// asciiOrder lists the non-ignorable ASCII characters by root-collation
+// primary weight, lowest first; an upper-case letter shares its
+// lower-case letter's primary and sorts after it on the tertiary level.
+const asciiOrder = "\t\n\v\f\r _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$0123456789abcdefghijklmnopqrstuvwxyz"
+
 func init() {
-	full := collate.New(language.Und)
-	primary := collate.New(language.Und, collate.IgnoreCase, collate.IgnoreDiacritics)
-	var chars []string
-	for b := range utf8.RuneSelf {
-		if s := string(rune(b)); full.CompareString(s, "") != 0 {
-			chars = append(chars, s)
+	for i := range len(asciiOrder) {
+		c := asciiOrder[i]
+		asciiPrimary[c] = uint8(i + 1)
+		if 'a' <= c && c <= 'z' {
+			asciiPrimary[c-'a'+'A'], asciiTertiary[c-'a'+'A'] = uint8(i+1), 1
 		}
-	}
-	slices.SortFunc(chars, full.CompareString)
-	rank, tertiary := uint8(0), uint8(0)
-	for i, s := range chars {
-		switch {
-		case i == 0 || primary.CompareString(chars[i-1], s) != 0:
-			rank, tertiary = rank+1, 0
-		case full.CompareString(chars[i-1], s) != 0:
-			tertiary++
-		}
-		asciiPrimary[s[0]], asciiTertiary[s[0]] = rank, tertiary
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCanonicalJSON(t *testing.T) {
@@ -182,12 +183,15 @@ func TestJSRank(t *testing.T) {
 }
 
 func TestASCIICompareMatchesSortKey(t *testing.T) {
-	// Every pair of short strings over a mix of letters, digits,
-	// punctuation, space and control characters, plus random longer ones.
-	alphabet := []byte("aAbBzZ09_-.$ ~\x01\x7f\t")
+	// Every ASCII character against every other (that pins asciiOrder),
+	// every two-character string over a mix of letters, digits,
+	// punctuation, space and control characters, and random longer ones.
 	var keys [][]byte
+	for c := range byte(utf8.RuneSelf) {
+		keys = append(keys, []byte{c})
+	}
+	alphabet := []byte("aAbBzZ09_-.$ ~\x01\x7f\t")
 	for _, a := range alphabet {
-		keys = append(keys, []byte{a})
 		for _, b := range alphabet {
 			keys = append(keys, []byte{a, b})
 		}

@@ -3,7 +3,6 @@ package install
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -68,8 +67,6 @@ func yamlString(s string) string {
 	return b.String()
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
-
 // yamlRows parses src and returns its top-level sequence's items (nil for
 // an empty file).
 func yamlRows(src []byte) ([]*yaml.Node, error) {
@@ -77,9 +74,17 @@ func yamlRows(src []byte) ([]*yaml.Node, error) {
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
 		pe := &ParseError{Msg: msg}
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			pe.Line, _ = strconv.Atoi(m[1])
-			pe.Msg = strings.TrimPrefix(strings.TrimPrefix(msg, m[0]), ": ")
+		// yaml.v3 says "line N: what" (after "yaml: "), or names the
+		// line further in for unmarshal errors.
+		if i := strings.Index(msg, "line "); i >= 0 {
+			rest := msg[i+len("line "):]
+			digits := rest[:len(rest)-len(strings.TrimLeft(rest, "0123456789"))]
+			if digits != "" {
+				pe.Line, _ = strconv.Atoi(digits)
+				if i == 0 {
+					pe.Msg = strings.TrimPrefix(rest[len(digits):], ": ")
+				}
+			}
 		}
 		return nil, pe
 	}

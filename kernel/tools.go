@@ -191,8 +191,13 @@ var (
 	pathParam = param{"path", `Absolute path inside the shared files root, e.g. "/" or "/src/main.go". "/" is the root itself; ".." is refused.`}
 
 	escalateParams = []param{{"reason", "What you need from a person and why, in one or two sentences."}}
+)
 
-	listOutputSchema = mustJSON(map[string]any{
+// The output schemas are built when the registry is, not at package init:
+// every sharedos-mcp command links this package, and serve should not pay
+// for encoding them.
+func listOutputSchema() json.RawMessage {
+	return mustJSON(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"entries": map[string]any{
@@ -213,8 +218,10 @@ var (
 		"required":             []string{"entries", "truncated"},
 		"additionalProperties": false,
 	})
+}
 
-	searchOutputSchema = mustJSON(map[string]any{
+func searchOutputSchema() json.RawMessage {
+	return mustJSON(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"matches": map[string]any{
@@ -235,7 +242,7 @@ var (
 		"required":             []string{"matches", "truncated"},
 		"additionalProperties": false,
 	})
-)
+}
 
 // registry returns every tool this kernel can serve, in name order.
 func registry() []*tool {
@@ -261,7 +268,7 @@ func registry() []*tool {
 			"List the entries of a directory in the shared files root. Returns each entry's name, type (\"file\" or \"dir\") and size in bytes, sorted by name. "+
 				"Symbolic links are shown as what they point to; entries that are neither files nor directories, or that point outside the root, are left out. "+
 				"Start with path \"/\" to see what is shared.",
-			[]param{pathParam}, listOutputSchema, &hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, runList),
+			[]param{pathParam}, listOutputSchema(), &hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, runList),
 		fileTool("files.read", policy.ActionRead, "read",
 			fmt.Sprintf("Read a UTF-8 text file from the shared files root and return its whole content. "+
 				"Files larger than %d bytes, binary files and directories are refused; use files.search to find lines in large trees.", maxReadBytes),
@@ -270,7 +277,7 @@ func registry() []*tool {
 			fmt.Sprintf("Find lines containing a literal substring (case-sensitive, no regular expressions) in the text files under a directory of the shared files root, or in one file. "+
 				"Returns at most %d matches as {path, line, text}; binary files, files over %d bytes and .git directories are skipped, and truncated is true when a limit cut the search short.",
 				maxSearchMatches, maxReadBytes),
-			[]param{pathParam, {"query", "The exact text to look for, 1 to 1024 bytes."}}, searchOutputSchema,
+			[]param{pathParam, {"query", "The exact text to look for, 1 to 1024 bytes."}}, searchOutputSchema(),
 			&hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, runSearch),
 		fileTool("files.write", policy.ActionWrite, "write",
 			fmt.Sprintf("Create or replace a UTF-8 text file in the shared files root with the given content (at most %d bytes). "+
