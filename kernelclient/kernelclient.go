@@ -125,16 +125,18 @@ func (c *Client) readLoop() {
 	var err error
 	for {
 		var line []byte
-		line, err = c.r.ReadLine()
+		// Owned: a result is handed on as a slice of its line, so a
+		// catalogue is not copied out of it.
+		line, err = c.r.ReadOwnedLine()
 		if err != nil {
 			break
 		}
-		var m jsonrpc.Message
-		if json.Unmarshal(line, &m) != nil || m.Method != "" {
+		m, perr := jsonrpc.ParseEnvelope(line)
+		if perr != nil || m.Method != nil {
 			continue // the kernel sends us no requests; ignore what we cannot use
 		}
-		id, perr := strconv.ParseInt(string(m.ID), 10, 64)
-		if perr != nil {
+		id, ok := parseID(m.ID)
+		if !ok {
 			continue
 		}
 		c.mu.Lock()
@@ -144,16 +146,7 @@ func (c *Client) readLoop() {
 		if !ok {
 			continue
 		}
-		if m.Error != nil {
-			ke := &KernelError{RPC: *m.Error}
-			var data kproto.ErrorData
-			if json.Unmarshal(m.Error.Data, &data) == nil {
-				ke.Code = data.Code
-			}
-			ch <- response{err: ke}
-		} else {
-			ch <- response{result: m.Result}
-		}
+		ch <- answer(m)
 	}
 	c.mu.Lock()
 	c.err = fmt.Errorf("%w: %v", ErrClosed, err)
@@ -164,6 +157,37 @@ func (c *Client) readLoop() {
 	c.mu.Unlock()
 	c.conn.Close()
 	close(c.done)
+}
+
+// answer turns the kernel's response into what the waiting call gets.
+func answer(m jsonrpc.Envelope) response {
+	if m.Error == nil || string(m.Error) == "null" {
+		return response{result: m.Result}
+	}
+	ke := &KernelError{}
+	if err := json.Unmarshal(m.Error, &ke.RPC); err != nil {
+		return response{err: fmt.Errorf("kernel answered with a malformed error object: %v", err)}
+	}
+	var data kproto.ErrorData
+	if json.Unmarshal(ke.RPC.Data, &data) == nil {
+		ke.Code = data.Code
+	}
+	return response{err: ke}
+}
+
+// parseID reads the ids this client sends: positive decimal integers.
+func parseID(raw []byte) (int64, bool) {
+	if len(raw) == 0 || len(raw) > 18 || raw[0] == '0' {
+		return 0, false
+	}
+	var id int64
+	for _, b := range raw {
+		if b < '0' || b > '9' {
+			return 0, false
+		}
+		id = id*10 + int64(b-'0')
+	}
+	return id, true
 }
 
 // Call is a request sent to the kernel whose answer may still be coming.
@@ -197,21 +221,24 @@ func (c *Client) start(method string, params any) (*Call, error) {
 // wait waits for the answer or ctx. On ctx expiry the request is
 // forgotten; the caller decides whether to tell the kernel.
 func (call *Call) wait(ctx context.Context, result any) error {
+	raw, err := call.raw(ctx)
+	if err != nil || result == nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, result); err != nil {
+		return fmt.Errorf("decode %s result: %w", call.method, err)
+	}
+	return nil
+}
+
+// raw waits as wait does and returns the result undecoded.
+func (call *Call) raw(ctx context.Context) (json.RawMessage, error) {
 	select {
 	case r := <-call.ch:
-		if r.err != nil {
-			return r.err
-		}
-		if result == nil {
-			return nil
-		}
-		if err := json.Unmarshal(r.result, result); err != nil {
-			return fmt.Errorf("decode %s result: %w", call.method, err)
-		}
-		return nil
+		return r.result, r.err
 	case <-ctx.Done():
 		call.c.forget(call.id)
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -269,8 +296,47 @@ func (c *Client) Hello(ctx context.Context, p kproto.HelloParams) (kproto.HelloR
 
 // List fetches the turn's catalogue.
 func (c *Client) List(ctx context.Context) (kproto.ListResult, error) {
+	call, err := c.start(kproto.MethodList, struct{}{})
+	if err != nil {
+		return kproto.ListResult{}, err
+	}
+	raw, err := call.raw(ctx)
+	if err != nil {
+		return kproto.ListResult{}, err
+	}
+	r, err := decodeList(raw)
+	if err != nil {
+		return kproto.ListResult{}, fmt.Errorf("decode %s result: %w", kproto.MethodList, err)
+	}
+	return r, nil
+}
+
+// decodeList reads a tools.list result without encoding/json, which would
+// scan and copy a half-megabyte catalogue twice more: the tools are left
+// as slices of raw, to be read once, by the projection.
+func decodeList(raw []byte) (kproto.ListResult, error) {
 	var r kproto.ListResult
-	err := c.call(ctx, kproto.MethodList, struct{}{}, &r)
+	err := jsonrpc.EachMember(raw, func(key, value []byte) error {
+		switch string(key) {
+		case `"tools"`:
+			r.Tools = r.Tools[:0]
+			if string(value) == "null" {
+				return nil
+			}
+			err := jsonrpc.EachElement(value, func(t []byte) error {
+				r.Tools = append(r.Tools, t)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("tools: %w", err)
+			}
+		case `"catalogHash"`:
+			if err := json.Unmarshal(value, &r.CatalogHash); err != nil {
+				return fmt.Errorf("catalogHash: %w", err)
+			}
+		}
+		return nil
+	})
 	return r, err
 }
 

@@ -40,14 +40,38 @@ func NewReader(r io.Reader, max int) *Reader {
 // a line; io.EOF comes only after it. An over-long line yields
 // ErrLineTooLong and is skipped.
 func (r *Reader) ReadLine() ([]byte, error) {
+	line, _, err := r.readLine()
+	return line, err
+}
+
+// ReadOwnedLine is ReadLine for a caller that keeps the line: the slice is
+// the caller's. A line too long for the read buffer was assembled in a
+// slice of its own, which is handed over rather than copied again; the
+// next long line gets a new one.
+func (r *Reader) ReadOwnedLine() ([]byte, error) {
+	line, assembled, err := r.readLine()
+	if err != nil {
+		return nil, err
+	}
+	if assembled {
+		r.buf = nil
+		return line, nil
+	}
+	return bytes.Clone(line), nil
+}
+
+// readLine reads one line, reporting whether it was assembled in r.buf
+// (true) or is a slice of the bufio buffer.
+func (r *Reader) readLine() (line []byte, assembled bool, err error) {
 	chunk, err := r.br.ReadSlice('\n')
 	if err == nil || (err == io.EOF && len(chunk) > 0) {
 		// The whole line is in the buffer, as nearly every message is: it
 		// is returned in place, without a copy.
-		return r.trim(chunk)
+		line, err = r.trim(chunk)
+		return line, false, err
 	}
 	if err != bufio.ErrBufferFull {
-		return nil, err
+		return nil, false, err
 	}
 	r.buf = r.buf[:0]
 	tooLong := false
@@ -73,12 +97,13 @@ func (r *Reader) ReadLine() ([]byte, error) {
 		case err == io.EOF:
 			// A last line without a newline still counts.
 		case err != nil:
-			return nil, err
+			return nil, false, err
 		}
 		if tooLong {
-			return nil, ErrLineTooLong
+			return nil, false, ErrLineTooLong
 		}
-		return r.trim(r.buf)
+		line, err = r.trim(r.buf)
+		return line, true, err
 	}
 }
 

@@ -86,3 +86,26 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+func TestReadOwnedLineKeepsEachLine(t *testing.T) {
+	// Long lines are assembled outside the read buffer, short ones sit in
+	// it: both must survive the reads that follow.
+	want := []string{strings.Repeat("a", 200<<10), "b", strings.Repeat("c", 300<<10), "d", strings.Repeat("e", 100<<10)}
+	r := NewReader(strings.NewReader(strings.Join(want, "\n")+"\n"), 0)
+	var kept [][]byte
+	for range want {
+		line, err := r.ReadOwnedLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, line)
+	}
+	if _, err := r.ReadOwnedLine(); err != io.EOF {
+		t.Fatalf("after the last line: %v, want io.EOF", err)
+	}
+	for i, line := range kept {
+		if string(line) != want[i] {
+			t.Errorf("line %d changed after later reads: %.20q… (%d bytes), want %.20q… (%d bytes)", i, line, len(line), want[i], len(want[i]))
+		}
+	}
+}

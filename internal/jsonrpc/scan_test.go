@@ -1,0 +1,100 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseEnvelope(t *testing.T) {
+	line := []byte(` {"jsonrpc":"2.0", "id" : 7,"result":{"tools":[1,"a\"b",{}],"x":null},"Result":1,"error":{"code":-1},"method":"m\u00e9","params":[]} `)
+	e, err := ParseEnvelope(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ got, want string }{
+		"id":     {string(e.ID), `7`},
+		"result": {string(e.Result), `{"tools":[1,"a\"b",{}],"x":null}`},
+		"error":  {string(e.Error), `{"code":-1}`},
+		"method": {string(e.Method), `"m\u00e9"`},
+		"params": {string(e.Params), `[]`},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %s, want %s", name, c.got, c.want)
+		}
+	}
+	e, err = ParseEnvelope([]byte(`{"id":1,"id":2}`))
+	if err != nil || string(e.ID) != "2" || e.Result != nil || e.Method != nil {
+		t.Errorf("repeated id: %+v, %v; want the last id and no other member", e, err)
+	}
+}
+
+func TestScanRefuses(t *testing.T) {
+	for _, src := range []string{
+		``, ` `, `[]`, `"x"`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1}x`, `{"a":1}{}`,
+		`{a:1}`, `{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`, `{"a":+1}`,
+		`{"a":tru}`, `{"a":nul}`, `{"a":"\x"}`, `{"a":"\u12g4"}`, `{"a":"` + "\x01" + `"}`,
+		`{"a":"abc}`, `{"a":[1,2}`, `{"a":{"b":1]}`, `{"a":[1 2]}`,
+		`{"a":` + strings.Repeat("[", maxScanDepth+1) + strings.Repeat("]", maxScanDepth+1) + `}`,
+	} {
+		err := EachMember([]byte(src), func(_, _ []byte) error { return nil })
+		var se *ScanError
+		if !errors.As(err, &se) {
+			t.Errorf("EachMember(%.40q) = %v, want a ScanError", src, err)
+		}
+	}
+}
+
+func TestEachElement(t *testing.T) {
+	var got []string
+	err := EachElement([]byte(` [ {"a":[1]} , "x" ,-1.5e+3,true,null ] `), func(e []byte) error {
+		got = append(got, string(e))
+		return nil
+	})
+	want := []string{`{"a":[1]}`, `"x"`, `-1.5e+3`, `true`, `null`}
+	if err != nil || strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("elements %q, %v; want %q", got, err, want)
+	}
+	stop := errors.New("stop")
+	if err := EachElement([]byte(`[1,2]`), func([]byte) error { return stop }); err != stop {
+		t.Errorf("an error from f came back as %v", err)
+	}
+}
+
+// FuzzScan checks the scanner against encoding/json: it accepts exactly
+// the objects json.Valid accepts, and the members it hands out are the
+// ones json.Unmarshal finds.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"a":[1,2.5e-3,"x\n\u00e9"]}}`,
+		`{"a":{"b":{"c":[true,false,null,{}]}}}`,
+		`{"a":"` + "\xff\xfe" + `"}`, `{}`, ` { } `, `{"a":-0}`, `{"a":"\/"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		members := map[string]json.RawMessage{}
+		err := EachMember(src, func(key, value []byte) error {
+			var k string
+			if err := json.Unmarshal(key, &k); err != nil {
+				t.Fatalf("key %q does not decode: %v", key, err)
+			}
+			members[k] = value
+			return nil
+		})
+		var obj map[string]json.RawMessage
+		valid := json.Valid(src) && json.Unmarshal(src, &obj) == nil && obj != nil
+		if (err == nil) != valid {
+			t.Fatalf("EachMember(%q) = %v, json says valid object = %v", src, err, valid)
+		}
+		if err != nil {
+			return
+		}
+		for k, v := range obj {
+			if string(members[k]) != string(v) {
+				t.Fatalf("member %q = %s, json.Unmarshal found %s", k, members[k], v)
+			}
+		}
+	})
+}
