@@ -13,6 +13,7 @@ package hashing
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"slices"
 	"strings"
 	"sync"
@@ -22,40 +23,59 @@ import (
 // projection: the array of tools, each with its metadata {namespace,
 // source}. Tools are put in name order if they are not already.
 func Canonical(tools []Tool) []byte {
-	return appendCanonical(nil, tools)
+	tools = byName(tools)
+	size := 2
+	for i := range tools {
+		t := &tools[i]
+		size += 160 + len(t.Name) + len(t.Description) + len(t.InputSchema) + len(t.OutputSchema) + len(t.Namespace) + len(t.Source)
+	}
+	return appendCanonical(make([]byte, 0, size), tools, nil)
 }
+
+// hashChunk is how much canonical text Hash gathers before handing it to
+// SHA-256. The whole text of a large catalogue is most of a megabyte, and
+// in a freshly started process every page of a buffer that size is a
+// page fault; a small buffer reused tool after tool stays in cache.
+const hashChunk = 16 << 10
 
 var hashBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // Hash returns catalogHash: the SHA-256 of Canonical(tools) as 64
 // lowercase hex characters.
 func Hash(tools []Tool) string {
+	h := sha256.New()
 	buf := hashBufs.Get().(*[]byte)
-	*buf = appendCanonical((*buf)[:0], tools)
-	sum := sha256.Sum256(*buf)
-	if cap(*buf) <= 4<<20 {
+	*buf = appendCanonical((*buf)[:0], byName(tools), h)
+	h.Write(*buf)
+	if cap(*buf) <= 4*hashChunk {
 		hashBufs.Put(buf)
 	}
-	return hex.EncodeToString(sum[:])
+	return hex.EncodeToString(h.Sum(nil))
 }
 
-func appendCanonical(dst []byte, tools []Tool) []byte {
+// byName returns tools in name order, sorting a copy if they are not.
+func byName(tools []Tool) []Tool {
 	if !slices.IsSortedFunc(tools, compareNames) {
 		tools = slices.Clone(tools)
 		slices.SortFunc(tools, compareNames)
 	}
-	size := 2
-	for i := range tools {
-		t := &tools[i]
-		size += 160 + len(t.Name) + len(t.Description) + len(t.InputSchema) + len(t.OutputSchema) + len(t.Namespace) + len(t.Source)
-	}
-	dst = slices.Grow(dst, size)
+	return tools
+}
+
+// appendCanonical appends the canonical serialisation of tools, which are
+// in name order, to dst. Given h, it hands the text to h whenever
+// hashChunk of it has gathered, and returns only what is left.
+func appendCanonical(dst []byte, tools []Tool, h hash.Hash) []byte {
 	dst = append(dst, '[')
 	for i := range tools {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = appendCanonicalTool(dst, &tools[i])
+		if h != nil && len(dst) >= hashChunk {
+			h.Write(dst)
+			dst = dst[:0]
+		}
 	}
 	return append(dst, ']')
 }

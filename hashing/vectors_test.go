@@ -2,6 +2,8 @@ package hashing
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -140,5 +142,23 @@ func TestVectorsThroughDefinitions(t *testing.T) {
 				t.Errorf("Hash = %s, want %s", got, v.ExpectedHash)
 			}
 		})
+	}
+}
+
+// TestLargeCatalogue checks the benchmark's catalogue, which is large
+// enough for Hash to hash it in pieces, against Canonical and against the
+// hash the implementation gave before it was tuned for speed.
+func TestLargeCatalogue(t *testing.T) {
+	tools, err := ProjectRaw(realisticCatalogue(MaxTools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(Canonical(tools))
+	got := Hash(tools)
+	if want := hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("Hash = %s, but Canonical hashes to %s", got, want)
+	}
+	if want := "9c95275a06ef5dd409a5ca02b670e31eb398c2a5722c1ad101512bbbb5a9888c"; got != want {
+		t.Errorf("Hash = %s, want %s", got, want)
 	}
 }
