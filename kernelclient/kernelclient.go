@@ -258,9 +258,12 @@ func (c *Client) forget(id int64) {
 
 // send writes one request (id > 0) or notification (id == 0).
 func (c *Client) send(id int64, method string, params any) error {
-	p, err := json.Marshal(params)
-	if err != nil {
-		return fmt.Errorf("encode %s params: %w", method, err)
+	p, ok := params.(json.RawMessage)
+	if !ok {
+		var err error
+		if p, err = json.Marshal(params); err != nil {
+			return fmt.Errorf("encode %s params: %w", method, err)
+		}
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -351,13 +354,76 @@ func (c *Client) Invoke(ctx context.Context, p kproto.InvokeParams) (kproto.Invo
 
 // StartInvoke sends tools.invoke without waiting for the answer.
 func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
-	return c.start(kproto.MethodInvoke, p)
+	return c.start(kproto.MethodInvoke, encodeInvoke(p))
+}
+
+// encodeInvoke writes tools.invoke's params by hand: it is the one request
+// made per call. Arguments go as they are; the shim has checked that they
+// are a JSON object.
+func encodeInvoke(p kproto.InvokeParams) json.RawMessage {
+	args := p.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("null")
+	}
+	b := make([]byte, 0, 64+len(p.CallID)+len(p.Tool)+len(args)+len(p.CatalogHash))
+	b = append(b, `{"callId":`...)
+	b = jsonrpc.AppendString(b, p.CallID)
+	b = append(b, `,"tool":`...)
+	b = jsonrpc.AppendString(b, p.Tool)
+	b = append(b, `,"arguments":`...)
+	b = append(b, args...)
+	b = append(b, `,"catalogHash":`...)
+	b = jsonrpc.AppendString(b, p.CatalogHash)
+	return append(b, '}')
 }
 
 // InvokeResult waits for the answer to a call from StartInvoke.
 func (call *Call) InvokeResult(ctx context.Context) (kproto.InvokeResult, error) {
+	raw, err := call.raw(ctx)
+	if err != nil {
+		return kproto.InvokeResult{}, err
+	}
+	r, err := decodeInvoke(raw)
+	if err != nil {
+		return kproto.InvokeResult{}, fmt.Errorf("decode %s result: %w", call.method, err)
+	}
+	return r, nil
+}
+
+// decodeInvoke reads a tools.invoke result as json.Unmarshal would into
+// kproto.InvokeResult, names matched exactly, without reflection: output
+// and content stay slices of the kernel's line.
+func decodeInvoke(raw []byte) (kproto.InvokeResult, error) {
 	var r kproto.InvokeResult
-	err := call.wait(ctx, &r)
+	err := jsonrpc.EachMember(raw, func(key, value []byte) error {
+		var err error
+		switch string(key) {
+		case `"status"`:
+			r.Status, err = jsonrpc.DecodeString(value)
+		case `"code"`:
+			r.Code, err = jsonrpc.DecodeString(value)
+		case `"message"`:
+			r.Message, err = jsonrpc.DecodeString(value)
+		case `"output"`:
+			r.Output = value
+		case `"content"`:
+			r.Content = value
+		case `"retryable"`:
+			switch string(value) {
+			case "true", "false":
+				b := value[0] == 't'
+				r.Retryable = &b
+			case "null":
+				r.Retryable = nil
+			default:
+				err = errors.New("not a boolean")
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		return nil
+	})
 	return r, err
 }
 

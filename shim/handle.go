@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
@@ -33,7 +32,9 @@ var legacyVersions = map[string]bool{
 func batchesAllowed(v string) bool { return v == "2024-11-05" || v == "2025-03-26" }
 
 // request is one JSON-RPC request or notification from the client, as far
-// as the shim needs it.
+// as the shim needs it. params' values are slices of the stdin line, which
+// the reader reuses: they are read while the line is handled, never after.
+// id is the request's own copy, as its answer is written later.
 type request struct {
 	id     json.RawMessage // nil for a notification
 	method string
@@ -105,39 +106,60 @@ func (s *server) handleBatch(ctx context.Context, raw []byte) *slot {
 	return batch
 }
 
-// handleMessage answers one message that is valid JSON.
+// handleMessage answers one message. One pass of the scanner validates it
+// and finds its members; encoding/json would validate it, then decode it
+// into a map, copying every value.
 func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) {
+	var (
+		id, version, rawMethod, params   []byte
+		idOK, hasMethod, hasParams, resp bool
+	)
+	err := jsonrpc.EachMember(raw, func(key, value []byte) error {
+		switch string(unquote(key)) {
+		case "id":
+			id, idOK = value, true
+		case "jsonrpc":
+			version = value
+		case "method":
+			rawMethod, hasMethod = value, true
+		case "params":
+			params, hasParams = value, true
+		case "result", "error":
+			resp = true
+		}
+		return nil
+	})
+	if err != nil {
+		if !json.Valid(raw) {
 			return readySlot(parseError())
 		}
 		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: not a JSON object", nil))
 	}
-	id, idOK := fields["id"]
 	if idOK && !validID(id) {
 		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: id must be a string or a number", nil))
 	}
-	if !bytes.Equal(fields["jsonrpc"], []byte(`"2.0"`)) {
+	id = bytes.Clone(id)
+	if string(version) != `"2.0"` {
 		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, `invalid request: jsonrpc must be "2.0"`, nil))
 	}
-	rawMethod, hasMethod := fields["method"]
 	if !hasMethod {
-		_, isResult := fields["result"]
-		_, isError := fields["error"]
-		if idOK && (isResult || isError) {
+		if idOK && resp {
 			return nil // a response; the shim sends the client no requests
 		}
 		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
 	}
-	var method string
-	if err := json.Unmarshal(rawMethod, &method); err != nil || method == "" {
+	method, err := jsonrpc.DecodeString(rawMethod)
+	if err != nil || method == "" {
 		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: method must be a non-empty string", nil))
 	}
 	req := &request{id: id, method: method}
-	if p, ok := fields["params"]; ok && !bytes.Equal(p, []byte("null")) {
-		if err := json.Unmarshal(p, &req.params); err != nil {
+	if hasParams && string(params) != "null" {
+		req.params = make(map[string]json.RawMessage)
+		err := jsonrpc.EachMember(params, func(key, value []byte) error {
+			req.params[memberName(key)] = value
+			return nil
+		})
+		if err != nil {
 			if !idOK {
 				return nil
 			}
@@ -157,6 +179,21 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 		}
 	}
 	return s.handleRequest(ctx, req)
+}
+
+// memberName decodes an object key as the scanner hands it out (quoted,
+// escapes intact).
+func memberName(key []byte) string {
+	name, _ := jsonrpc.DecodeString(key) // a valid key always decodes
+	return name
+}
+
+// unquote is memberName without an allocation for a key without escapes.
+func unquote(key []byte) []byte {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return key[1 : len(key)-1]
+	}
+	return []byte(memberName(key))
 }
 
 func parseError() []byte {
