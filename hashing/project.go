@@ -85,20 +85,56 @@ func Project(defs []Definition) ([]Tool, error) {
 	if len(defs) > MaxTools {
 		return nil, fmt.Errorf("catalogue has %d tools: %w (the limit is %d)", len(defs), ErrTooManyTools, MaxTools)
 	}
-	c := getCanonicalizer()
-	defer putCanonicalizer(c)
-	c.out = c.out[:0]
+	c := getProjector()
+	defer putProjector(c)
+	rest := 0
+	for i := range defs {
+		rest += len(defs[i].InputSchema) + len(defs[i].OutputSchema)
+	}
 	spans := make([]schemas, len(defs))
 	for i := range defs {
+		n := len(defs[i].InputSchema) + len(defs[i].OutputSchema)
+		c.reserve(n, rest)
+		rest -= n
 		if err := c.schemasOf(&defs[i], &spans[i]); err != nil {
 			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
 		}
+		spans[i].arena = c.out
 	}
-	return c.finish(defs, spans)
+	return finish(defs, spans)
 }
 
-// schemas locates a tool's canonical schemas in a canonicalizer's output.
+// arenaChunk is the most Project and ProjectRaw reserve at a time for
+// canonical schemas. The tools keep the buffers the schemas were written
+// in, so nothing is copied once written, and a buffer of a few pages
+// wastes little at its end; in a freshly started process each page
+// touched is a page fault, so writing everything once matters.
+const arenaChunk = 64 << 10
+
+func getProjector() *canonicalizer {
+	c := getCanonicalizer()
+	c.out = nil
+	return c
+}
+
+// putProjector pools c without its output, which the tools hold.
+func putProjector(c *canonicalizer) {
+	c.out = nil
+	putCanonicalizer(c)
+}
+
+// reserve makes room in c.out for the canonical schemas of a definition
+// n bytes long (they are seldom longer), out of rest bytes still to read,
+// in a new buffer when the current one is full.
+func (c *canonicalizer) reserve(n, rest int) {
+	if cap(c.out)-len(c.out) < n {
+		c.out = make([]byte, 0, max(n, min(arenaChunk, rest)))
+	}
+}
+
+// schemas locates a tool's canonical schemas in arena.
 type schemas struct {
+	arena         []byte
 	in, out       [2]int
 	hasIn, hasOut bool // given at all; a given outputSchema may be null
 }
@@ -144,23 +180,18 @@ func (c *canonicalizer) schema(field string) (span [2]int, err error) {
 	return span, nil
 }
 
-// finish validates the decoded definitions, whose schemas are already in
-// c.out, and builds the sorted projection.
-func (c *canonicalizer) finish(defs []Definition, spans []schemas) ([]Tool, error) {
+// finish validates the decoded definitions, whose schemas are already
+// canonical at spans, and builds the sorted projection.
+func finish(defs []Definition, spans []schemas) ([]Tool, error) {
 	tools := make([]Tool, len(defs))
 	for i := range defs {
-		if err := project(&defs[i], &tools[i], c.out, spans[i]); err != nil {
+		s := &spans[i]
+		if err := project(&defs[i], &tools[i], s); err != nil {
 			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
 		}
-	}
-	// All schemas share one allocation of exactly their size; c.out is
-	// pooled and goes back for reuse.
-	arena := bytes.Clone(c.out)
-	for i := range tools {
-		s := spans[i]
-		tools[i].InputSchema = arena[s.in[0]:s.in[1]:s.in[1]]
-		if s.hasOut && arena[s.out[0]] == '{' {
-			tools[i].OutputSchema = arena[s.out[0]:s.out[1]:s.out[1]]
+		tools[i].InputSchema = s.arena[s.in[0]:s.in[1]:s.in[1]]
+		if s.hasOut && s.arena[s.out[0]] == '{' {
+			tools[i].OutputSchema = s.arena[s.out[0]:s.out[1]:s.out[1]]
 		}
 	}
 	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
@@ -185,8 +216,8 @@ func toolLabel(name string, i int) string {
 }
 
 // project validates d and fills t, except for its schemas, which are
-// already canonical in out at sch.
-func project(d *Definition, t *Tool, out []byte, sch schemas) error {
+// already canonical at sch.
+func project(d *Definition, t *Tool, sch *schemas) error {
 	if !ValidToolName(d.Name) {
 		return fmt.Errorf("invalid name: want 1–%d characters of [A-Za-z0-9_.-]", maxNameLen)
 	}
@@ -227,11 +258,11 @@ func project(d *Definition, t *Tool, out []byte, sch schemas) error {
 	switch {
 	case !sch.hasIn:
 		return errors.New("inputSchema is missing")
-	case out[sch.in[0]] != '{':
+	case sch.arena[sch.in[0]] != '{':
 		return errors.New("inputSchema is not a JSON object")
 	}
 	// A null outputSchema is the kernel's way of saying there is none.
-	if sch.hasOut && out[sch.out[0]] != '{' && out[sch.out[0]] != 'n' {
+	if sch.hasOut && sch.arena[sch.out[0]] != '{' && sch.arena[sch.out[0]] != 'n' {
 		return errors.New("outputSchema is not a JSON object")
 	}
 	return nil
@@ -279,25 +310,23 @@ func ProjectRaw(raws []json.RawMessage) ([]Tool, error) {
 	if len(raws) > MaxTools {
 		return nil, fmt.Errorf("catalogue has %d tools: %w (the limit is %d)", len(raws), ErrTooManyTools, MaxTools)
 	}
-	c := getCanonicalizer()
-	defer putCanonicalizer(c)
-	// The canonical schemas are about as long as the definitions holding
-	// them, so reserving that much writes them without regrowing c.out.
-	// A fresh process (every serve) has no pooled buffer, and growing one
-	// a quarter at a time allocates several times the final size.
-	size := 0
+	c := getProjector()
+	defer putProjector(c)
+	rest := 0
 	for _, raw := range raws {
-		size += len(raw)
+		rest += len(raw)
 	}
-	c.out = slices.Grow(c.out[:0], size)
 	defs := make([]Definition, len(raws))
 	spans := make([]schemas, len(raws))
 	for i, raw := range raws {
+		c.reserve(len(raw), rest)
+		rest -= len(raw)
 		if err := c.definition(raw, &defs[i], &spans[i]); err != nil {
 			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
 		}
+		spans[i].arena = c.out
 	}
-	return c.finish(defs, spans)
+	return finish(defs, spans)
 }
 
 // UnmarshalJSON decodes a kernel definition the way ProjectRaw does: only
