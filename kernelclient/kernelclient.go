@@ -64,7 +64,7 @@ type Client struct {
 	r    *jsonrpc.Reader
 
 	wmu  sync.Mutex // serializes writes
-	wbuf []byte
+	wbuf []byte     // requests encoded and not yet written (see Deferred)
 
 	mu      sync.Mutex
 	nextID  int64
@@ -201,6 +201,10 @@ type Call struct {
 // start sends one request and returns without waiting for the answer, so
 // the caller can send requests in one order and wait for them in parallel.
 func (c *Client) start(method string, params any) (*Call, error) {
+	return c.startWrite(method, params, false)
+}
+
+func (c *Client) startWrite(method string, params any, deferred bool) (*Call, error) {
 	ch := make(chan response, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -211,7 +215,7 @@ func (c *Client) start(method string, params any) (*Call, error) {
 	id := c.nextID
 	c.pending[id] = ch
 	c.mu.Unlock()
-	if err := c.send(id, method, params); err != nil {
+	if err := c.send(id, method, params, deferred); err != nil {
 		c.forget(id)
 		return nil, err
 	}
@@ -256,8 +260,9 @@ func (c *Client) forget(id int64) {
 	c.mu.Unlock()
 }
 
-// send writes one request (id > 0) or notification (id == 0).
-func (c *Client) send(id int64, method string, params any) error {
+// send writes one request (id > 0) or notification (id == 0), after any
+// deferred ones; a deferred request waits in wbuf for the next write.
+func (c *Client) send(id int64, method string, params any, deferred bool) error {
 	p, ok := params.(json.RawMessage)
 	if !ok {
 		var err error
@@ -267,7 +272,7 @@ func (c *Client) send(id int64, method string, params any) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	b := append(c.wbuf[:0], `{"jsonrpc":"2.0",`...)
+	b := append(c.wbuf, `{"jsonrpc":"2.0",`...)
 	if id > 0 {
 		b = append(b, `"id":`...)
 		b = strconv.AppendInt(b, id, 10)
@@ -278,11 +283,36 @@ func (c *Client) send(id int64, method string, params any) error {
 	b = append(b, `,"params":`...)
 	b = append(b, p...)
 	b = append(b, "}\n"...)
-	c.wbuf = b
+	if deferred && len(b) < maxDeferred {
+		c.wbuf = b
+		return nil
+	}
+	return c.write(b)
+}
+
+// maxDeferred bounds the bytes deferred requests may hold back.
+const maxDeferred = 64 << 10
+
+// write writes b, which holds every deferred request, and empties wbuf.
+// A failed write closes the connection, so every call waiting on an
+// answer, deferred ones included, gets ErrClosed from the read loop.
+func (c *Client) write(b []byte) error {
+	c.wbuf = b[:0]
 	if _, err := c.conn.Write(b); err != nil {
+		c.conn.Close()
 		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	return nil
+}
+
+// Flush writes the requests StartInvokeDeferred held back.
+func (c *Client) Flush() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if len(c.wbuf) == 0 {
+		return nil
+	}
+	return c.write(c.wbuf)
 }
 
 // Hello introduces the turn. It must be the first request.
@@ -357,6 +387,14 @@ func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
 	return c.start(kproto.MethodInvoke, encodeInvoke(p))
 }
 
+// StartInvokeDeferred is StartInvoke for a caller that knows more
+// requests follow at once: the request is held back until the next
+// request that is not deferred, or Flush, writes it with the others. A
+// caller that defers must Flush before it waits on anything.
+func (c *Client) StartInvokeDeferred(p kproto.InvokeParams) (*Call, error) {
+	return c.startWrite(kproto.MethodInvoke, encodeInvoke(p), true)
+}
+
 // encodeInvoke writes tools.invoke's params by hand: it is the one request
 // made per call. Arguments go as they are; the shim has checked that they
 // are a JSON object.
@@ -429,7 +467,7 @@ func decodeInvoke(raw []byte) (kproto.InvokeResult, error) {
 
 // Cancel tells the kernel to stop a call; it does not wait.
 func (c *Client) Cancel(callID string) error {
-	return c.send(0, kproto.MethodCancel, kproto.CancelParams{CallID: callID})
+	return c.send(0, kproto.MethodCancel, kproto.CancelParams{CallID: callID}, false)
 }
 
 // StartEscalate reports that the turn ends by asking a person, without

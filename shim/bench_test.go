@@ -16,7 +16,7 @@ import (
 // benchSession runs Serve against the fake kernel over a real socket, fed
 // through pipes, and returns the client's ends. The catalogue is fetched
 // before it returns, so the benchmarks measure calls only.
-func benchSession(b *testing.B) (in *io.PipeWriter, out *bufio.Reader, stop func()) {
+func benchSession(b testing.TB) (in *io.PipeWriter, out *bufio.Reader, stop func()) {
 	k := kerneltest.Start(b, kerneltest.Options{})
 	cfg := Config{Version: "bench", Log: zerolog.Nop()}
 	cfg.Kernel, cfg.Hello = dialKernel(b, k.Path)

@@ -184,7 +184,14 @@ func (s *server) toolsCall(ctx context.Context, req *request) *slot {
 		return sl
 	}
 	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: p.args, CatalogHash: s.cat.hash}
-	call, err := s.kernel.StartInvoke(ip)
+	start := s.kernel.StartInvoke
+	if s.in != nil && s.in.Buffered() {
+		// More lines are already read: this call goes to the kernel in
+		// one write with the ones after it, not one write each. The
+		// reader flushes before it waits on stdin or on the writer.
+		start = s.kernel.StartInvokeDeferred
+	}
+	call, err := start(ip)
 	go s.relay(callCtx, req, sl, tool, ip, call, err)
 	return sl
 }

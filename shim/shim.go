@@ -72,6 +72,7 @@ type server struct {
 	cat *catalogue // fetched once per turn; see catalogue.go
 
 	// Owned by the reader goroutine.
+	in            *jsonrpc.Reader
 	legacyVersion string // negotiated by initialize; "" before
 	escalated     bool
 	nextCall      int64
@@ -135,7 +136,13 @@ func newServer(cfg Config) *server {
 func (s *server) read(ctx context.Context, in io.Reader, queue chan<- *slot) error {
 	defer close(queue)
 	r := jsonrpc.NewReader(in, s.cfg.MaxLine)
+	s.in = r
 	for {
+		if !r.Buffered() {
+			// About to wait on stdin: calls held back for one write go
+			// now (see toolsCall).
+			s.kernel.Flush()
+		}
 		line, err := r.ReadLine()
 		var sl *slot
 		switch {
@@ -149,6 +156,14 @@ func (s *server) read(ctx context.Context, in io.Reader, queue chan<- *slot) err
 		}
 		if sl == nil {
 			continue
+		}
+		select {
+		case queue <- sl:
+			continue
+		default:
+			// The writer is behind, waiting on answers: the kernel must
+			// have every call held back before the reader waits too.
+			s.kernel.Flush()
 		}
 		select {
 		case queue <- sl:

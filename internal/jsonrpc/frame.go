@@ -44,6 +44,13 @@ func (r *Reader) ReadLine() ([]byte, error) {
 	return line, err
 }
 
+// Buffered reports whether a whole line has already been read from the
+// underlying reader, so the next ReadLine returns without waiting.
+func (r *Reader) Buffered() bool {
+	b, _ := r.br.Peek(r.br.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
 // ReadOwnedLine is ReadLine for a caller that keeps the line: the slice is
 // the caller's. A line too long for the read buffer was assembled in a
 // slice of its own, which is handed over rather than copied again; the
