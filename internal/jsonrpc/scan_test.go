@@ -98,3 +98,17 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseEnvelopeCatalogue scans a tools.list answer of the size a
+// 512-tool catalogue has (about half a megabyte, mostly description text).
+func BenchmarkParseEnvelopeCatalogue(b *testing.B) {
+	tool := `{"name":"files.read","description":"` + strings.Repeat("Reads a file inside the shared root and returns its text. ", 10) +
+		`","inputSchema":{"type":"object","properties":{"path":{"type":"string","description":"Absolute path inside the root, e.g. \"/src/main.go\"."}},"required":["path"]}}`
+	line := []byte(`{"jsonrpc":"2.0","id":2,"result":{"tools":[` + strings.TrimSuffix(strings.Repeat(tool+",", 512), ",") + `],"catalogHash":"x"}}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := ParseEnvelope(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
