@@ -256,7 +256,11 @@ func (c *canonicalizer) object() error {
 			c.out = append(c.out, ',')
 		}
 		start := len(c.out)
-		c.out = appendQuoted(c.out, key)
+		if escaped {
+			c.out = appendQuoted(c.out, key)
+		} else {
+			c.out = append(c.out, c.src[end-len(key)-1:end+1]...) // canonical as is, see stringValue
+		}
 		c.out = append(c.out, ':')
 		if err := c.value(); err != nil {
 			return err
