@@ -39,19 +39,24 @@ type canonicalizer struct {
 	members   []member // members of the open objects, innermost last
 	scratch   []byte   // one object's members while they are rearranged
 	str       []byte   // one decoded string value
+	order     []entry  // one object's members in collation order
 	sortKeys  []string // sort keys of one object with non-ASCII keys
 }
 
-// member holds no pointers, so sorting members moves plain words without
-// write barriers.
+// member is one member of an open object.
 type member struct {
-	sortKey    int    // index in sortKeys of the key's sort key, when needed
 	rank       uint64 // position JSON.parse would give the key (see jsRank)
 	k0, k1     int    // decoded key: keys[k0:k1]
-	seq        int    // position in the text, to find the last duplicate
 	start, end int    // `"key":value` in out; start < 0 once dropped
 	ascii      bool   // the key is ASCII, so asciiCompare can order it
-	prefix     uint64 // asciiPrefix of an ASCII key
+}
+
+// entry is what arrange sorts in place of a member: small, so the sort
+// moves little, and holding the asciiPrefix of the key, which decides
+// most comparisons without a look at the member.
+type entry struct {
+	prefix uint64
+	i      int // index of the member in the object
 }
 
 var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
@@ -269,11 +274,10 @@ func (c *canonicalizer) object() error {
 			c.out = c.out[:mark]
 			c.keys = c.keys[:k0]
 		} else {
-			m := member{k0: k0, k1: len(c.keys), rank: jsRank(key, seq), seq: seq, start: start, end: len(c.out)}
-			if isASCII(key) {
-				m.ascii, m.prefix = true, asciiPrefix(key)
-			}
-			c.members = append(c.members, m)
+			c.members = append(c.members, member{
+				rank: jsRank(key, seq), k0: k0, k1: len(c.keys),
+				start: start, end: len(c.out), ascii: isASCII(key),
+			})
 		}
 		c.skipSpace()
 		if c.pos < len(c.src) && c.src[c.pos] == ',' {
@@ -302,47 +306,54 @@ func (c *canonicalizer) arrange(objStart int, ms []member) {
 	for i := range ms {
 		allASCII = allASCII && ms[i].ascii
 	}
-	if !allASCII {
+	c.order = c.order[:0]
+	if allASCII {
+		for i := range ms {
+			c.order = append(c.order, entry{asciiPrefix(c.keys[ms[i].k0:ms[i].k1]), i})
+		}
+	} else {
 		c.sortKeys = c.sortKeys[:0]
 		for i := range ms {
-			ms[i].sortKey = len(c.sortKeys)
 			c.sortKeys = append(c.sortKeys, sortKey(c.keys[ms[i].k0:ms[i].k1]))
+			c.order = append(c.order, entry{0, i})
 		}
 	}
-	collate := func(a, b *member) int {
+	collate := func(a, b entry) int {
+		if a.prefix != b.prefix {
+			return cmp.Compare(a.prefix, b.prefix)
+		}
 		if allASCII {
-			if a.prefix != b.prefix {
-				return cmp.Compare(a.prefix, b.prefix)
-			}
-			return asciiCompare(c.keys[a.k0:a.k1], c.keys[b.k0:b.k1])
+			return asciiCompare(c.keys[ms[a.i].k0:ms[a.i].k1], c.keys[ms[b.i].k0:ms[b.i].k1])
 		}
-		return strings.Compare(c.sortKeys[a.sortKey], c.sortKeys[b.sortKey])
+		return strings.Compare(c.sortKeys[a.i], c.sortKeys[b.i])
 	}
-	slices.SortFunc(ms, func(a, b member) int {
-		if r := collate(&a, &b); r != 0 {
+	order := c.order
+	slices.SortFunc(order, func(a, b entry) int {
+		if r := collate(a, b); r != 0 {
 			return r
 		}
-		if a.rank != b.rank {
-			return cmp.Compare(a.rank, b.rank)
+		if ra, rb := ms[a.i].rank, ms[b.i].rank; ra != rb {
+			return cmp.Compare(ra, rb)
 		}
-		return a.seq - b.seq
+		return a.i - b.i
 	})
 	rebuild := false
-	for i := 1; i < len(ms); i++ {
-		if ms[i].seq < ms[i-1].seq {
+	for k := 1; k < len(order); k++ {
+		if order[k].i < order[k-1].i {
 			rebuild = true
 		}
-		if collate(&ms[i], &ms[i-1]) != 0 {
+		if collate(order[k], order[k-1]) != 0 {
 			continue
 		}
 		// A collation tie: the only place a duplicate can hide, since equal
 		// keys collate equal. Ties sort by JSON.parse position, and a
 		// duplicate's position is its first occurrence, its value the last.
-		key := c.keys[ms[i].k0:ms[i].k1]
-		for j := i - 1; j >= 0 && collate(&ms[j], &ms[i]) == 0; j-- {
-			if ms[j].start >= 0 && bytes.Equal(c.keys[ms[j].k0:ms[j].k1], key) {
-				ms[j].start, ms[j].end = ms[i].start, ms[i].end
-				ms[i].start = -1
+		m := &ms[order[k].i]
+		key := c.keys[m.k0:m.k1]
+		for j := k - 1; j >= 0 && collate(order[j], order[k]) == 0; j-- {
+			if d := &ms[order[j].i]; d.start >= 0 && bytes.Equal(c.keys[d.k0:d.k1], key) {
+				d.start, d.end = m.start, m.end
+				m.start = -1
 				rebuild = true
 				break
 			}
@@ -354,7 +365,8 @@ func (c *canonicalizer) arrange(objStart int, ms []member) {
 	c.scratch = append(c.scratch[:0], c.out[objStart:]...)
 	c.out = c.out[:objStart]
 	first := true
-	for _, m := range ms {
+	for _, e := range order {
+		m := &ms[e.i]
 		if m.start < 0 {
 			continue
 		}
