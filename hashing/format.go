@@ -1,6 +1,7 @@
 package hashing
 
 import (
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -90,6 +91,9 @@ func appendQuoted[T ~string | ~[]byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i = skipPlain(s, i); i == len(s) {
+			break
+		}
 		b := s[i]
 		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
 			i++
@@ -134,6 +138,26 @@ func appendQuoted[T ~string | ~[]byte](dst []byte, s T) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// skipPlain returns the offset of the first byte from s[i] on that is not
+// printable ASCII other than '"' and '\\', or len(s) if there is none
+// (it may also stop short of that in the last seven bytes). It tests eight
+// bytes at a time with the usual zero-byte tricks: a borrow can flag a
+// byte wrongly only above one flagged rightly, so the lowest flag is true.
+// Strings in schemas and descriptions are nearly all plain ASCII.
+func skipPlain[T ~string | ~[]byte](s T, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(s); i += 8 {
+		w := s[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		stop := (x | (x - 0x20*ones) | ((x ^ '"'*ones) - ones) | ((x ^ '\\'*ones) - ones)) & highs
+		if stop != 0 {
+			return i + bits.TrailingZeros64(stop)/8
+		}
+	}
+	return i
 }
 
 // appendNumber appends f (finite) as ECMAScript Number::toString(f) does

@@ -423,6 +423,7 @@ func (c *canonicalizer) scanString() (end int, escaped bool, err error) {
 	nonASCII := false
 	i := c.pos + 1
 	for ; i < len(src); i++ {
+		i = skipPlain(src, i)
 		for i < len(src) && plain[src[i]] {
 			i++
 		}
