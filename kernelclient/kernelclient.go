@@ -78,6 +78,12 @@ type response struct {
 	err    error
 }
 
+// readBuffer holds a whole tools.list answer for 512 tools (about half a
+// megabyte), so it is read in place rather than assembled from pieces.
+// Only the pages a message reaches are ever touched: small messages reuse
+// the start of the buffer.
+const readBuffer = 1 << 20
+
 // Dial checks the socket path, connects, and checks the kernel's peer
 // credentials. Nothing is written before all checks pass.
 func Dial(opts Options) (*Client, error) {
@@ -103,7 +109,7 @@ func Dial(opts Options) (*Client, error) {
 	}
 	c := &Client{
 		conn:    conn,
-		r:       jsonrpc.NewReader(conn, opts.MaxLine),
+		r:       jsonrpc.NewReaderSize(conn, opts.MaxLine, readBuffer),
 		pending: make(map[int64]chan response),
 		done:    make(chan struct{}),
 	}

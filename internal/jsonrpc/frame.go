@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"slices"
 )
 
 // DefaultMaxLine is the default maximum size of one message line (16 MiB).
@@ -29,10 +28,17 @@ type Reader struct {
 // NewReader returns a Reader that refuses lines longer than max bytes
 // (excluding the line ending). max <= 0 means DefaultMaxLine.
 func NewReader(r io.Reader, max int) *Reader {
+	return NewReaderSize(r, max, 64<<10)
+}
+
+// NewReaderSize is NewReader with a read buffer of size bytes. A line that
+// fits the buffer is read in place; a longer one is assembled by copying,
+// which in a fresh process costs page faults for every copy.
+func NewReaderSize(r io.Reader, max, size int) *Reader {
 	if max <= 0 {
 		max = DefaultMaxLine
 	}
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &Reader{br: bufio.NewReaderSize(r, size), max: max}
 }
 
 // ReadLine returns the next line without its "\n" or "\r\n". The slice is
@@ -89,10 +95,7 @@ func (r *Reader) readLine() (line []byte, assembled bool, err error) {
 				r.buf = r.buf[:0]
 			} else {
 				if cap(r.buf)-len(r.buf) < len(chunk) {
-					// Double: append grows large slices by a quarter, which
-					// for a half-megabyte catalogue allocates five times
-					// its size on the way.
-					r.buf = slices.Grow(r.buf, max(len(chunk), cap(r.buf)))
+					r.buf = grow(r.buf, max(len(chunk), cap(r.buf)))
 				}
 				r.buf = append(r.buf, chunk...)
 			}
@@ -112,6 +115,18 @@ func (r *Reader) readLine() (line []byte, assembled bool, err error) {
 		line, err = r.trim(r.buf)
 		return line, true, err
 	}
+}
+
+// grow returns b with room for n more bytes. append and slices.Grow zero
+// all of the new capacity, touching every page of it; make leaves memory
+// that is fresh from the operating system untouched until it is written.
+// In a new process, which is where a catalogue line is read, each page
+// touched is a page fault, and growing by doubling this way touches
+// about the line's length rather than twice its capacity.
+func grow(b []byte, n int) []byte {
+	nb := make([]byte, len(b), len(b)+n)
+	copy(nb, b)
+	return nb
 }
 
 // trim drops the line ending and enforces the limit.
