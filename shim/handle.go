@@ -88,17 +88,17 @@ func (s *server) handleBatch(ctx context.Context, raw []byte) *slot {
 		n := 0
 		for _, p := range parts {
 			<-p.done
-			if p.cancelled.Load() || p.out == nil {
+			if p.cancelled.Load() || p.empty() {
 				continue
 			}
 			if n > 0 {
 				out = append(out, ',')
 			}
-			out = append(out, bytes.TrimSuffix(p.out, []byte{'\n'})...)
+			out = append(out, bytes.TrimSuffix(bytes.Join(p.out, nil), []byte{'\n'})...)
 			n++
 		}
 		if n == 0 {
-			batch.finish(nil)
+			batch.finish()
 			return
 		}
 		batch.finish(append(out, "]\n"...))

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"strconv"
 	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
@@ -98,29 +97,27 @@ func (s *server) toolsList(ctx context.Context, req *request) *slot {
 	return sl
 }
 
-// listLine is the whole tools/list answer, built in one buffer: the
+// listLine is the whole tools/list answer, in three pieces: the
 // catalogue is the largest thing the shim writes (half a megabyte for 512
-// tools), and in a fresh process every extra copy of it is paid in page
-// faults.
-func (s *server) listLine(id json.RawMessage, modern bool) []byte {
+// tools) and goes out as it is kept, not copied into each answer; in a
+// fresh process every copy of it is paid in page faults.
+func (s *server) listLine(id json.RawMessage, modern bool) (head, tools, tail []byte) {
 	c := s.cat
-	out := make([]byte, 0, len(c.toolsJSON)+len(id)+len(s.serverInfo)+320)
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, id...)
-	out = append(out, `,"result":{"tools":`...)
-	out = append(out, c.toolsJSON...)
+	head = append(head, `{"jsonrpc":"2.0","id":`...)
+	head = append(head, id...)
+	head = append(head, `,"result":{"tools":`...)
 	if modern {
-		out = append(out, `,"ttlMs":0,"cacheScope":"private","resultType":"complete"`...)
+		tail = append(tail, `,"ttlMs":0,"cacheScope":"private","resultType":"complete"`...)
 	}
-	out = append(out, `,"_meta":{"sharedos/catalogHash":`...)
-	out = strconv.AppendQuote(out, c.hash)
-	out = append(out, `,"sharedos/executionId":`...)
-	out = appendJSONString(out, s.cfg.Hello.ExecutionID)
+	tail = append(tail, `,"_meta":{"sharedos/catalogHash":`...)
+	tail = strconv.AppendQuote(tail, c.hash)
+	tail = append(tail, `,"sharedos/executionId":`...)
+	tail = jsonrpc.AppendString(tail, s.cfg.Hello.ExecutionID)
 	if modern {
-		out = append(out, `,"`+metaServerInfo+`":`...)
-		out = append(out, s.serverInfo...)
+		tail = append(tail, `,"`+metaServerInfo+`":`...)
+		tail = append(tail, s.serverInfo...)
 	}
-	return append(out, "}}}\n"...)
+	return head, c.toolsJSON, append(tail, "}}}\n"...)
 }
 
 // callParams are tools/call's params as the shim checks them.
@@ -255,7 +252,7 @@ func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeR
 		out = append(out, res.Content...)
 	case len(res.Output) > 0:
 		out = append(out, `[{"type":"text","text":`...)
-		out = appendJSONString(out, string(res.Output))
+		out = jsonrpc.AppendString(out, res.Output)
 		out = append(out, "}]"...)
 	default:
 		out = append(out, "[]"...)
@@ -285,13 +282,13 @@ func (s *server) refusal(req *request, res kproto.InvokeResult) []byte {
 	}{res.Status, res.Code, res.Message, res.Retryable})
 	out := make([]byte, 0, 256)
 	out = append(out, `{"content":[{"type":"text","text":`...)
-	out = appendJSONString(out, string(text))
+	out = jsonrpc.AppendString(out, text)
 	out = append(out, `}],"isError":true`...)
 	meta := make([]byte, 0, 64)
 	meta = append(meta, `"sharedos/status":`...)
-	meta = appendJSONString(meta, res.Status)
+	meta = jsonrpc.AppendString(meta, res.Status)
 	meta = append(meta, `,"sharedos/code":`...)
-	meta = appendJSONString(meta, res.Code)
+	meta = jsonrpc.AppendString(meta, res.Code)
 	if req.modern {
 		return s.modernize(append(out, '}'), meta)
 	}
@@ -385,12 +382,4 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		s = string([]rune(s))
-	}
-	b, _ := marshal(s)
-	return append(dst, b...)
 }

@@ -43,25 +43,36 @@ type Config struct {
 // when it is reached, so a flood of calls cannot grow memory without end.
 const maxInFlight = 256
 
-// slot is one answer to write, in arrival order. out is nil when nothing
-// is to be written (a cancelled request).
+// slot is one answer to write, in arrival order, in one or more pieces
+// (see listLine). out is empty when nothing is to be written (a cancelled
+// request).
 type slot struct {
 	done      chan struct{}
-	out       []byte
+	out       [][]byte
 	cancelled atomic.Bool
 	cancel    context.CancelFunc // set for requests that wait on something
 	callID    string             // set for calls sent to the kernel
 }
 
-func readySlot(out []byte) *slot {
+func readySlot(out ...[]byte) *slot {
 	s := &slot{done: make(chan struct{}), out: out}
 	close(s.done)
 	return s
 }
 
-func (s *slot) finish(out []byte) {
+func (s *slot) finish(out ...[]byte) {
 	s.out = out
 	close(s.done)
+}
+
+// empty reports whether the slot has nothing to write.
+func (s *slot) empty() bool {
+	for _, p := range s.out {
+		if len(p) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 type server struct {
@@ -201,15 +212,19 @@ func write(ctx context.Context, out io.Writer, queue <-chan *slot) error {
 		}
 		batch := next != nil && isDone(next) && len(buf) < 1<<20
 		switch {
-		case sl.cancelled.Load() || len(sl.out) == 0:
+		case sl.cancelled.Load() || sl.empty():
 		case len(buf) == 0 && !batch:
 			// Written alone, the answer goes out as it is rather than
 			// copied: a 512-tool catalogue is half a megabyte.
-			if _, err := out.Write(sl.out); err != nil {
-				return err
+			for _, p := range sl.out {
+				if _, err := out.Write(p); err != nil {
+					return err
+				}
 			}
 		default:
-			buf = append(buf, sl.out...)
+			for _, p := range sl.out {
+				buf = append(buf, p...)
+			}
 		}
 		if batch {
 			continue
