@@ -66,6 +66,11 @@ func appendWTF8(dst []byte, r rune) []byte {
 // reference's length limits count.
 func validWTF8(s string) (units int, ok bool) {
 	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf { // most of a description, and cheaper than a call
+			units++
+			i++
+			continue
+		}
 		r, size := decodeWTF8(s, i)
 		if r == utf8.RuneError && size == 1 {
 			return 0, false
