@@ -91,17 +91,28 @@ func Project(defs []Definition) ([]Tool, error) {
 	for i := range defs {
 		rest += len(defs[i].InputSchema) + len(defs[i].OutputSchema)
 	}
-	spans := make([]schemas, len(defs))
+	tools := make([]Tool, len(defs))
+	var invalid error // the first invalid tool, reported unless a schema is unreadable
+	var s schemas
 	for i := range defs {
 		n := len(defs[i].InputSchema) + len(defs[i].OutputSchema)
 		c.reserve(n, rest)
 		rest -= n
-		if err := c.schemasOf(&defs[i], &spans[i]); err != nil {
+		s = schemas{}
+		if err := c.schemasOf(&defs[i], &s); err != nil {
 			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
 		}
-		spans[i].arena = c.out
+		if invalid != nil {
+			continue
+		}
+		if err := project(&defs[i], &tools[i], c.out, &s); err != nil {
+			invalid = fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
+		}
 	}
-	return finish(defs, spans)
+	if invalid != nil {
+		return nil, invalid
+	}
+	return sortByName(tools)
 }
 
 // arenaChunk is the most Project and ProjectRaw reserve at a time for
@@ -132,9 +143,8 @@ func (c *canonicalizer) reserve(n, rest int) {
 	}
 }
 
-// schemas locates a tool's canonical schemas in arena.
+// schemas locates a tool's canonical schemas in c.out.
 type schemas struct {
-	arena         []byte
 	in, out       [2]int
 	hasIn, hasOut bool // given at all; a given outputSchema may be null
 }
@@ -180,20 +190,8 @@ func (c *canonicalizer) schema(field string) (span [2]int, err error) {
 	return span, nil
 }
 
-// finish validates the decoded definitions, whose schemas are already
-// canonical at spans, and builds the sorted projection.
-func finish(defs []Definition, spans []schemas) ([]Tool, error) {
-	tools := make([]Tool, len(defs))
-	for i := range defs {
-		s := &spans[i]
-		if err := project(&defs[i], &tools[i], s); err != nil {
-			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
-		}
-		tools[i].InputSchema = s.arena[s.in[0]:s.in[1]:s.in[1]]
-		if s.hasOut && s.arena[s.out[0]] == '{' {
-			tools[i].OutputSchema = s.arena[s.out[0]:s.out[1]:s.out[1]]
-		}
-	}
+// sortByName sorts the projected tools by name and refuses duplicates.
+func sortByName(tools []Tool) ([]Tool, error) {
 	slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
 	for i := 1; i < len(tools); i++ {
 		if tools[i].Name == tools[i-1].Name {
@@ -215,9 +213,9 @@ func toolLabel(name string, i int) string {
 	return fmt.Sprintf("#%d (name %q)", i, name)
 }
 
-// project validates d and fills t, except for its schemas, which are
-// already canonical at sch.
-func project(d *Definition, t *Tool, sch *schemas) error {
+// project validates d and fills t; d's schemas are already canonical in
+// out at sch.
+func project(d *Definition, t *Tool, out []byte, sch *schemas) error {
 	if !ValidToolName(d.Name) {
 		return fmt.Errorf("invalid name: want 1–%d characters of [A-Za-z0-9_.-]", maxNameLen)
 	}
@@ -258,12 +256,16 @@ func project(d *Definition, t *Tool, sch *schemas) error {
 	switch {
 	case !sch.hasIn:
 		return errors.New("inputSchema is missing")
-	case sch.arena[sch.in[0]] != '{':
+	case out[sch.in[0]] != '{':
 		return errors.New("inputSchema is not a JSON object")
 	}
 	// A null outputSchema is the kernel's way of saying there is none.
-	if sch.hasOut && sch.arena[sch.out[0]] != '{' && sch.arena[sch.out[0]] != 'n' {
+	if sch.hasOut && out[sch.out[0]] != '{' && out[sch.out[0]] != 'n' {
 		return errors.New("outputSchema is not a JSON object")
+	}
+	t.InputSchema = out[sch.in[0]:sch.in[1]:sch.in[1]]
+	if sch.hasOut && out[sch.out[0]] == '{' {
+		t.OutputSchema = out[sch.out[0]:sch.out[1]:sch.out[1]]
 	}
 	return nil
 }
@@ -316,17 +318,28 @@ func ProjectRaw(raws []json.RawMessage) ([]Tool, error) {
 	for _, raw := range raws {
 		rest += len(raw)
 	}
-	defs := make([]Definition, len(raws))
-	spans := make([]schemas, len(raws))
+	tools := make([]Tool, len(raws))
+	var invalid error // the first invalid tool, reported unless a definition is unreadable
+	var d Definition
+	var s schemas
 	for i, raw := range raws {
 		c.reserve(len(raw), rest)
 		rest -= len(raw)
-		if err := c.definition(raw, &defs[i], &spans[i]); err != nil {
-			return nil, fmt.Errorf("tool %s: %w", toolLabel(defs[i].Name, i), err)
+		s = schemas{}
+		if err := c.definition(raw, &d, &s); err != nil {
+			return nil, fmt.Errorf("tool %s: %w", toolLabel(d.Name, i), err)
 		}
-		spans[i].arena = c.out
+		if invalid != nil {
+			continue
+		}
+		if err := project(&d, &tools[i], c.out, &s); err != nil {
+			invalid = fmt.Errorf("tool %s: %w", toolLabel(d.Name, i), err)
+		}
 	}
-	return finish(defs, spans)
+	if invalid != nil {
+		return nil, invalid
+	}
+	return sortByName(tools)
 }
 
 // UnmarshalJSON decodes a kernel definition the way ProjectRaw does: only

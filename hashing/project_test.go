@@ -202,6 +202,32 @@ func TestProjectRawRefuses(t *testing.T) {
 	}
 }
 
+// TestProjectRawErrorOrder: an unreadable definition is reported before
+// an invalid tool that comes earlier, and of two invalid tools the first.
+func TestProjectRawErrorOrder(t *testing.T) {
+	valid := `{"name":"ok","description":"d","namespace":"n","source":"s","readWrite":"read","inputSchema":{}}`
+	tests := []struct {
+		name string
+		raws []string
+		want string
+	}{
+		{"unreadable after invalid", []string{`{"name":"a b"}`, valid, `{"name":"x",}`}, `tool "x": invalid JSON`},
+		{"two invalid", []string{valid, `{"name":"y"}`, `{"name":"z"}`}, `tool "y": description is empty`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var raws []json.RawMessage
+			for _, r := range tt.raws {
+				raws = append(raws, json.RawMessage(r))
+			}
+			_, err := ProjectRaw(raws)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error %v, want one starting %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestUnmarshalJSONCopiesSchemas(t *testing.T) {
 	data := []byte(`{"name":"x","inputSchema":{"type":"object"}}`)
 	var d Definition
