@@ -48,7 +48,6 @@ type member struct {
 	rank       uint64 // position JSON.parse would give the key (see jsRank)
 	k0, k1     int    // decoded key: keys[k0:k1]
 	start, end int    // `"key":value` in out; start < 0 once dropped
-	ascii      bool   // the key is ASCII, so asciiCompare can order it
 }
 
 // entry is what arrange sorts in place of a member: small, so the sort
@@ -274,10 +273,8 @@ func (c *canonicalizer) object() error {
 			c.out = c.out[:mark]
 			c.keys = c.keys[:k0]
 		} else {
-			c.members = append(c.members, member{
-				rank: jsRank(key, seq), k0: k0, k1: len(c.keys),
-				start: start, end: len(c.out), ascii: isASCII(key),
-			})
+			m := member{rank: jsRank(key, seq), k0: k0, k1: len(c.keys), start: start, end: len(c.out)}
+			c.members = append(c.members, m)
 		}
 		c.skipSpace()
 		if c.pos < len(c.src) && c.src[c.pos] == ',' {
@@ -302,10 +299,9 @@ func (c *canonicalizer) arrange(objStart int, ms []member) {
 	if len(ms) < 2 {
 		return
 	}
-	allASCII := true
-	for i := range ms {
-		allASCII = allASCII && ms[i].ascii
-	}
+	// The keys of the object's members are all that follows its first key
+	// in c.keys: those of closed inner objects are gone.
+	allASCII := isASCII(c.keys[ms[0].k0:])
 	c.order = c.order[:0]
 	if allASCII {
 		for i := range ms {
