@@ -39,6 +39,7 @@ type canonicalizer struct {
 	members   []member // members of the open objects, innermost last
 	scratch   []byte   // one object's members while they are rearranged
 	str       []byte   // one decoded string value
+	fields    []byte   // the decoded string fields of one definition
 	order     []entry  // one object's members in collation order
 	sortKeys  []string // sort keys of one object with non-ASCII keys
 }

@@ -364,19 +364,21 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 func (c *canonicalizer) definition(src []byte, d *Definition, s *schemas) error {
 	*d = Definition{}
 	c.src, c.pos, c.depth = src, 0, 0
+	c.fields = c.fields[:0]
+	var name, description, namespace, source, readWrite [2]int
 	err := c.eachMember(func(key []byte) error {
 		var err error
 		switch string(key) {
 		case "name":
-			d.Name, err = c.stringField("name")
+			name, err = c.stringField("name")
 		case "description":
-			d.Description, err = c.stringField("description")
+			description, err = c.stringField("description")
 		case "namespace":
-			d.Namespace, err = c.stringField("namespace")
+			namespace, err = c.stringField("namespace")
 		case "source":
-			d.Source, err = c.stringField("source")
+			source, err = c.stringField("source")
 		case "readWrite":
-			d.ReadWrite, err = c.stringField("readWrite")
+			readWrite, err = c.stringField("readWrite")
 		case "inputSchema":
 			if s == nil {
 				d.InputSchema, err = c.rawField()
@@ -398,6 +400,13 @@ func (c *canonicalizer) definition(src []byte, d *Definition, s *schemas) error 
 		}
 		return err
 	})
+	// One allocation for all five strings, also when err names the tool.
+	fields := string(c.fields)
+	d.Name = fields[name[0]:name[1]]
+	d.Description = fields[description[0]:description[1]]
+	d.Namespace = fields[namespace[0]:namespace[1]]
+	d.Source = fields[source[0]:source[1]]
+	d.ReadWrite = fields[readWrite[0]:readWrite[1]]
 	if err != nil {
 		return err
 	}
@@ -458,21 +467,26 @@ func (c *canonicalizer) eachMember(f func(key []byte) error) error {
 	}
 }
 
-func (c *canonicalizer) stringField(field string) (string, error) {
+// stringField appends the decoded string at c.pos to c.fields and returns
+// where it is there.
+func (c *canonicalizer) stringField(field string) (span [2]int, err error) {
 	if c.pos >= len(c.src) || c.src[c.pos] != '"' {
-		return "", fmt.Errorf("%s: want a string, have %s", field, c.describe())
+		return span, fmt.Errorf("%s: want a string, have %s", field, c.describe())
 	}
 	end, escaped, err := c.scanString()
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", field, err)
+		return span, fmt.Errorf("%s: %w", field, err)
 	}
 	raw := c.src[c.pos+1 : end]
 	c.pos = end + 1
+	span[0] = len(c.fields)
 	if escaped {
-		c.str = appendUnescaped(c.str[:0], raw)
-		return string(c.str), nil
+		c.fields = appendUnescaped(c.fields, raw)
+	} else {
+		c.fields = append(c.fields, raw...)
 	}
-	return string(raw), nil
+	span[1] = len(c.fields)
+	return span, nil
 }
 
 func (c *canonicalizer) rawField() (json.RawMessage, error) {
