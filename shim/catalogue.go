@@ -47,11 +47,13 @@ func (c *catalogue) fetch(ctx context.Context, k *kernelclient.Client, log zerol
 	c.tools, c.hash = tools, hash
 	c.byName = make(map[string]int, len(tools))
 	c.portable = make(map[string]int, len(tools))
-	// Room for the MCP array up front: a 512-tool catalogue is half a
-	// megabyte, and regrowing it copies that several times.
+	// Room for the MCP array up front, generously: a 512-tool catalogue is
+	// half a megabyte, and regrowing it would copy that and zero the new
+	// capacity. Room to spare costs nothing: make leaves memory fresh from
+	// the operating system untouched until it is written.
 	size := 2
 	for _, t := range tools {
-		size += len(t.Name) + len(t.Description) + len(t.InputSchema) + len(t.OutputSchema) + 160
+		size += len(t.Name) + 2*len(t.Description) + len(t.InputSchema) + len(t.OutputSchema) + 256
 	}
 	buf := append(make([]byte, 0, size), '[')
 	for i, t := range tools {
