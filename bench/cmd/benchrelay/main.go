@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/bench/internal/synth"
@@ -143,6 +144,8 @@ func run(o options, out io.Writer) error {
 
 	results := map[string][]sample{}
 	floors := make([][]time.Duration, len(floorCmds))
+	floorFaults := make([][]int64, len(floorCmds))
+	var faults []time.Duration
 	var hops []callStats
 	for r := range o.runs {
 		hop, _, err := calls(stdioPeer, callTarget{tool: "files.read", args: "{}", want: noteContent}, o.load)
@@ -151,12 +154,18 @@ func run(o options, out io.Writer) error {
 		}
 		hops = append(hops, hop)
 		for i, argv := range floorCmds {
-			d, err := spawnTime(argv, o.cold)
+			d, f, err := spawnTime(argv, o.cold)
 			if err != nil {
 				return err
 			}
 			floors[i] = append(floors[i], d)
+			floorFaults[i] = append(floorFaults[i], f)
 		}
+		fault, err := faultCost()
+		if err != nil {
+			return err
+		}
+		faults = append(faults, fault)
 		// Rotate the order so that no peer always runs first or last.
 		for i := range peers {
 			p := peers[(i+r)%len(peers)]
@@ -173,8 +182,9 @@ func run(o options, out io.Writer) error {
 	}
 	rep := report{opts: o, peers: peers, results: results, loadStart: loadStart, loadEnd: loadavg()}
 	for i, name := range floorNames {
-		rep.spawns = append(rep.spawns, spawnFloor{name, median(floors[i])})
+		rep.spawns = append(rep.spawns, spawnFloor{name, median(floors[i]), median(floorFaults[i])})
 	}
+	rep.fault = median(faults)
 	var p50, p99 []time.Duration
 	var rates []float64
 	for _, h := range hops {
@@ -228,16 +238,39 @@ func measure(p peer, kernelSock string, synthSock map[int]string, o options) (sa
 }
 
 // spawnTime is the median time to start argv and see it exit, n times.
-func spawnTime(argv []string, n int) (time.Duration, error) {
+func spawnTime(argv []string, n int) (time.Duration, int64, error) {
 	ds := make([]time.Duration, n)
+	fs := make([]int64, n)
 	for i := range ds {
 		start := time.Now()
-		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
-			return 0, fmt.Errorf("%s: %w", argv[0], err)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if err := cmd.Run(); err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", argv[0], err)
 		}
 		ds[i] = time.Since(start)
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			fs[i] = ru.Minflt
+		}
 	}
-	return median(ds), nil
+	return median(ds), median(fs), nil
+}
+
+// faultCost is what the first touch of one page of fresh memory costs on
+// this machine: the unit in which a new process pays for the memory it
+// uses, as every page it touches for the first time is a minor fault.
+func faultCost() (time.Duration, error) {
+	const pages = 4096
+	size := pages * os.Getpagesize()
+	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return 0, fmt.Errorf("page fault floor: %w", err)
+	}
+	defer syscall.Munmap(b)
+	start := time.Now()
+	for i := 0; i < size; i += os.Getpagesize() {
+		b[i] = 1
+	}
+	return time.Since(start) / pages, nil
 }
 
 func progress(format string, args ...any) {
