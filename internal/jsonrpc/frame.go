@@ -4,7 +4,6 @@
 package jsonrpc
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -18,27 +17,41 @@ const DefaultMaxLine = 16 << 20
 var ErrLineTooLong = errors.New("message line exceeds the size limit")
 
 // Reader reads newline-delimited messages. Unlike bufio.Scanner it has no
-// hidden 64 KiB limit and survives an over-long line.
+// hidden 64 KiB limit and survives an over-long line. It keeps its own
+// buffer rather than wrapping a bufio.Reader so that a long line is read
+// into place, never assembled from copies, and can be handed to a caller
+// who keeps it (ReadOwnedLine) without another copy.
 type Reader struct {
-	br  *bufio.Reader
-	max int
-	buf []byte
+	rd   io.Reader
+	buf  []byte // buf[r:w] is read and not yet returned
+	r, w int
+	size int   // the initial buffer size, and that of a replacement
+	max  int   // the longest line, without its ending
+	err  error // from rd; returned once buf[r:w] holds no more lines
 }
 
-// NewReader returns a Reader that refuses lines longer than max bytes
-// (excluding the line ending). max <= 0 means DefaultMaxLine.
-func NewReader(r io.Reader, max int) *Reader {
-	return NewReaderSize(r, max, 64<<10)
+// NewReader returns a Reader that refuses lines longer than limit bytes
+// (excluding the line ending). limit <= 0 means DefaultMaxLine.
+func NewReader(r io.Reader, limit int) *Reader {
+	return NewReaderSize(r, limit, 64<<10)
 }
 
-// NewReaderSize is NewReader with a read buffer of size bytes. A line that
-// fits the buffer is read in place; a longer one is assembled by copying,
-// which in a fresh process costs page faults for every copy.
-func NewReaderSize(r io.Reader, max, size int) *Reader {
-	if max <= 0 {
-		max = DefaultMaxLine
+// NewReaderSize is NewReader with a read buffer of size bytes. A line
+// longer than the buffer grows it (by doubling, up to the limit), which
+// copies what was read so far; in a fresh process each copy costs page
+// faults. Only the pages that messages reach are ever touched.
+func NewReaderSize(r io.Reader, limit, size int) *Reader {
+	if limit <= 0 {
+		limit = DefaultMaxLine
 	}
-	return &Reader{br: bufio.NewReaderSize(r, size), max: max}
+	size = max(size, 16)
+	return &Reader{rd: r, buf: make([]byte, size), size: size, max: limit}
+}
+
+// Buffered reports whether a whole line has already been read from the
+// underlying reader, so the next ReadLine returns without waiting.
+func (r *Reader) Buffered() bool {
+	return bytes.IndexByte(r.buf[r.r:r.w], '\n') >= 0
 }
 
 // ReadLine returns the next line without its "\n" or "\r\n". The slice is
@@ -46,93 +59,87 @@ func NewReaderSize(r io.Reader, max, size int) *Reader {
 // a line; io.EOF comes only after it. An over-long line yields
 // ErrLineTooLong and is skipped.
 func (r *Reader) ReadLine() ([]byte, error) {
-	line, _, err := r.readLine()
-	return line, err
+	scanned := r.r
+	for empty := 0; ; {
+		if i := bytes.IndexByte(r.buf[scanned:r.w], '\n'); i >= 0 {
+			line := r.buf[r.r : scanned+i]
+			r.r = scanned + i + 1
+			return r.trim(line)
+		}
+		scanned = r.w
+		if r.w-r.r > r.max+1 { // more than max bytes besides a "\r"
+			return nil, r.skipLine()
+		}
+		if r.err != nil {
+			if r.r < r.w { // a last line without a newline
+				line := r.buf[r.r:r.w]
+				r.r = r.w
+				return r.trim(line)
+			}
+			return nil, r.err
+		}
+		if r.w == len(r.buf) {
+			if r.r > 0 {
+				n := copy(r.buf, r.buf[r.r:r.w])
+				scanned -= r.r
+				r.r, r.w = 0, n
+			} else {
+				// make, not append: append zeroes all of the new
+				// capacity, touching every page of it.
+				nb := make([]byte, min(2*len(r.buf), r.max+2))
+				copy(nb, r.buf[:r.w])
+				r.buf = nb
+			}
+		}
+		n, err := r.rd.Read(r.buf[r.w:])
+		r.w += n
+		r.err = err
+		if n > 0 || err != nil {
+			empty = 0
+		} else if empty++; empty == 100 {
+			r.err = io.ErrNoProgress
+		}
+	}
 }
 
-// Buffered reports whether a whole line has already been read from the
-// underlying reader, so the next ReadLine returns without waiting.
-func (r *Reader) Buffered() bool {
-	b, _ := r.br.Peek(r.br.Buffered())
-	return bytes.IndexByte(b, '\n') >= 0
+// skipLine drops the rest of an over-long line.
+func (r *Reader) skipLine() error {
+	for {
+		if i := bytes.IndexByte(r.buf[r.r:r.w], '\n'); i >= 0 {
+			r.r += i + 1
+			return ErrLineTooLong
+		}
+		r.r, r.w = 0, 0
+		if r.err != nil {
+			return ErrLineTooLong // the next call returns r.err
+		}
+		n, err := r.rd.Read(r.buf)
+		r.w, r.err = n, err
+	}
 }
 
 // ReadOwnedLine is ReadLine for a caller that keeps the line: the slice is
-// the caller's. A line too long for the read buffer was assembled in a
-// slice of its own, which is handed over rather than copied again; the
-// next long line gets a new one.
+// the caller's. A long line is not copied: the reader hands over the
+// buffer holding it and goes on in a new one, into which it copies only
+// what it had read past the line.
 func (r *Reader) ReadOwnedLine() ([]byte, error) {
-	line, assembled, err := r.readLine()
+	line, err := r.ReadLine()
 	if err != nil {
 		return nil, err
 	}
-	if assembled {
-		r.buf = nil
-		return line, nil
+	if len(line) < r.size/4 {
+		return bytes.Clone(line), nil
 	}
-	return bytes.Clone(line), nil
-}
-
-// readLine reads one line, reporting whether it was assembled in r.buf
-// (true) or is a slice of the bufio buffer.
-func (r *Reader) readLine() (line []byte, assembled bool, err error) {
-	chunk, err := r.br.ReadSlice('\n')
-	if err == nil || (err == io.EOF && len(chunk) > 0) {
-		// The whole line is in the buffer, as nearly every message is: it
-		// is returned in place, without a copy.
-		line, err = r.trim(chunk)
-		return line, false, err
-	}
-	if err != bufio.ErrBufferFull {
-		return nil, false, err
-	}
-	r.buf = r.buf[:0]
-	tooLong := false
-	for {
-		if !tooLong {
-			if len(r.buf)+len(chunk) > r.max+2 { // room for "\r\n"
-				tooLong = true
-				r.buf = r.buf[:0]
-			} else {
-				if cap(r.buf)-len(r.buf) < len(chunk) {
-					r.buf = grow(r.buf, max(len(chunk), cap(r.buf)))
-				}
-				r.buf = append(r.buf, chunk...)
-			}
-		}
-		switch {
-		case err == bufio.ErrBufferFull:
-			chunk, err = r.br.ReadSlice('\n')
-			continue
-		case err == io.EOF:
-			// A last line without a newline still counts.
-		case err != nil:
-			return nil, false, err
-		}
-		if tooLong {
-			return nil, false, ErrLineTooLong
-		}
-		line, err = r.trim(r.buf)
-		return line, true, err
-	}
-}
-
-// grow returns b with room for n more bytes. append and slices.Grow zero
-// all of the new capacity, touching every page of it; make leaves memory
-// that is fresh from the operating system untouched until it is written.
-// In a new process, which is where a catalogue line is read, each page
-// touched is a page fault, and growing by doubling this way touches
-// about the line's length rather than twice its capacity.
-func grow(b []byte, n int) []byte {
-	nb := make([]byte, len(b), len(b)+n)
-	copy(nb, b)
-	return nb
+	rest := r.buf[r.r:r.w]
+	nb := make([]byte, max(r.size, len(rest)))
+	r.w = copy(nb, rest)
+	r.r, r.buf = 0, nb
+	return line[:len(line):len(line)], nil
 }
 
 // trim drops the line ending and enforces the limit.
 func (r *Reader) trim(b []byte) ([]byte, error) {
-	line := bytes.TrimSuffix(b, []byte("\n"))
-	line = bytes.TrimSuffix(line, []byte("\r"))
+	line := bytes.TrimSuffix(b, []byte("\r"))
 	if len(line) > r.max {
 		return nil, ErrLineTooLong
 	}

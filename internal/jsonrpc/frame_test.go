@@ -50,41 +50,89 @@ func TestReaderSplitsLines(t *testing.T) {
 	}
 }
 
+// FuzzReader checks ReadLine and ReadOwnedLine against a model of the
+// framing, with the input arriving in pieces of every size and buffers
+// small enough to grow, compact and be handed over.
 func FuzzReader(f *testing.F) {
-	f.Add([]byte("{\"jsonrpc\":\"2.0\"}\r\n\n{}\n"), 8)
-	f.Add([]byte("xxxxxxxxxxxx\nyy"), 4)
-	f.Fuzz(func(t *testing.T, data []byte, max int) {
-		if max <= 0 || max > 1<<16 {
+	f.Add([]byte("{\"jsonrpc\":\"2.0\"}\r\n\n{}\n"), 8, 16, uint8(3))
+	f.Add([]byte("xxxxxxxxxxxx\nyy"), 4, 16, uint8(1))
+	f.Add([]byte(strings.Repeat("z", 100)+"\r\nshort\n"+strings.Repeat("w", 40)), 120, 16, uint8(7))
+	f.Fuzz(func(t *testing.T, data []byte, limit, size int, piece uint8) {
+		if limit <= 0 || limit > 1<<16 || size <= 0 || size > 1<<12 || piece == 0 {
 			return
 		}
-		r := NewReader(strings.NewReader(string(data)), max)
-		total := 0
-		for i := 0; ; i++ {
-			line, err := r.ReadLine()
-			if err == io.EOF {
-				break
-			}
-			if i > len(data)+1 {
-				t.Fatalf("more lines than bytes")
-			}
-			if errors.Is(err, ErrLineTooLong) {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(line) > max {
-				t.Fatalf("line of %d bytes over max %d", len(line), max)
-			}
-			if strings.ContainsRune(string(line), '\n') {
-				t.Fatalf("line contains a newline")
-			}
-			total += len(line)
+		var want []string
+		lines := strings.Split(string(data), "\n")
+		if strings.HasSuffix(string(data), "\n") || len(data) == 0 {
+			lines = lines[:len(lines)-1]
 		}
-		if total > len(data) {
-			t.Fatalf("returned more bytes than read")
+		for _, l := range lines {
+			l = strings.TrimSuffix(l, "\r")
+			if len(l) > limit {
+				l = "\n" // no line holds a newline: this marks one too long
+			}
+			want = append(want, l)
+		}
+		for _, owned := range []bool{false, true} {
+			r := NewReaderSize(&pieces{data: data, n: int(piece)}, limit, size)
+			var got []string
+			var kept [][]byte
+			for i := 0; ; i++ {
+				var line []byte
+				var err error
+				if owned {
+					line, err = r.ReadOwnedLine()
+				} else {
+					line, err = r.ReadLine()
+				}
+				if err == io.EOF {
+					break
+				}
+				if i > len(data)+1 {
+					t.Fatalf("more lines than bytes")
+				}
+				switch {
+				case errors.Is(err, ErrLineTooLong):
+					got = append(got, "\n")
+				case err != nil:
+					t.Fatal(err)
+				default:
+					got = append(got, string(line))
+					kept = append(kept, line)
+				}
+			}
+			if strings.Join(got, "\x00|") != strings.Join(want, "\x00|") {
+				t.Fatalf("owned=%v: lines %q, want %q", owned, got, want)
+			}
+			if owned {
+				k := 0
+				for _, w := range want {
+					if w == "\n" {
+						continue
+					}
+					if string(kept[k]) != w {
+						t.Fatalf("owned line %d changed to %q, want %q", k, kept[k], w)
+					}
+					k++
+				}
+			}
 		}
 	})
+}
+
+// pieces reads data n bytes at a time.
+type pieces struct {
+	data []byte
+	n    int
+}
+
+func (p *pieces) Read(b []byte) (int, error) {
+	if len(p.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, p.data[:min(p.n, len(p.data))])
+	p.data = p.data[n:]
+	return n, nil
 }
 
 func TestReadOwnedLineKeepsEachLine(t *testing.T) {
