@@ -29,6 +29,11 @@ func init() {
 const helloTimeout = 10 * time.Second
 
 func runServe(ctx context.Context, stdio cli.IO, args []string) error {
+	// The turn is I/O on three descriptors; one P keeps every hand-off
+	// between its goroutines on one thread instead of waking another. It
+	// is set first: shrinking later flushes the other P's cached spans,
+	// which costs page faults for the runtime's span lists.
+	runtime.GOMAXPROCS(1)
 	fs := newFlagSet(stdio, "serve", "--integration NAME [flags]",
 		"Serve MCP over stdin/stdout for one turn. Before reading stdin it connects to the kernel,\nchecks the kernel's peer credentials and introduces itself as the integration.\nstdout carries MCP messages only; logs go to stderr or --log-file.")
 	integration := fs.String("integration", "", "the integration `name` the kernel knows this harness by (required; 1-64 of letters, digits, space, - _ .)")
@@ -103,9 +108,6 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	if f, ok := in.(*os.File); ok {
 		in = pollable(f)
 	}
-	// The turn is I/O on three descriptors; one P keeps every hand-off
-	// between its goroutines on one thread instead of waking another.
-	runtime.GOMAXPROCS(1)
 	err = shim.Serve(ctx, shim.Config{
 		Kernel: k, Hello: hello, Version: ver,
 		CallTimeout: *callTimeout, MaxLine: *maxMessage, Log: log,
