@@ -38,7 +38,9 @@ func Canonical(tools []Tool) []byte {
 // page fault; a small buffer reused tool after tool stays in cache.
 const hashChunk = 16 << 10
 
-var hashBufs = sync.Pool{New: func() any { return new([]byte) }}
+// hashBufs holds Hash's buffers, made big enough for a chunk and the tool
+// that completes it, so that a first Hash does not grow one by doubling.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*hashChunk); return &b }}
 
 // Hash returns catalogHash: the SHA-256 of Canonical(tools) as 64
 // lowercase hex characters.
