@@ -122,6 +122,8 @@ func Project(defs []Definition) ([]Tool, error) {
 // touched is a page fault, so writing everything once matters.
 const arenaChunk = 64 << 10
 
+// getProjector returns a pooled canonicalizer without an output buffer:
+// Project and ProjectRaw write into buffers of their own (see reserve).
 func getProjector() *canonicalizer {
 	c := getCanonicalizer()
 	c.out = nil
