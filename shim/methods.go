@@ -198,7 +198,7 @@ func (s *server) toolsCall(ctx context.Context, req *request) *slot {
 		start = s.kernel.StartInvokeDeferred
 	}
 	call, err := start(ip)
-	go s.relay(ctx, req, sl, stop, tool, ip, call, err)
+	s.spawn(func() { s.relay(ctx, req, sl, stop, tool, ip, call, err) })
 	return sl
 }
 

@@ -92,6 +92,9 @@ type server struct {
 	inflight map[string]*slot // by request id, for notifications/cancelled
 
 	calls sync.WaitGroup // goroutines answering requests
+
+	work chan func()   // to an idle worker (see spawn)
+	end  chan struct{} // closed when the turn is over: workers return
 }
 
 // Serve runs one turn: it reads MCP messages from in and writes answers to
@@ -124,6 +127,7 @@ func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	}
 	cancel()
 	s.calls.Wait()
+	close(s.end)
 	s.kernel.Close()
 	if errors.Is(err, io.EOF) {
 		return nil
@@ -139,6 +143,31 @@ func newServer(cfg Config) *server {
 		serverInfo: info,
 		cat:        newCatalogue(),
 		inflight:   make(map[string]*slot),
+		work:       make(chan func()),
+		end:        make(chan struct{}),
+	}
+}
+
+// spawn runs f on a goroutine of its own, one that ran an earlier call if
+// one is idle. A new goroutine starts on a small stack that relaying a call
+// outgrows, and each growth copies the stack, unwinding it frame by frame;
+// a reused one has grown already. Idle workers return when the turn ends.
+func (s *server) spawn(f func()) {
+	select {
+	case s.work <- f:
+	default:
+		go s.worker(f)
+	}
+}
+
+func (s *server) worker(f func()) {
+	for {
+		f()
+		select {
+		case f = <-s.work:
+		case <-s.end:
+			return
+		}
 	}
 }
 
