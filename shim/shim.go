@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,6 +239,13 @@ func write(ctx context.Context, out io.Writer, queue <-chan *slot) error {
 		case n, ok := <-queue:
 			next, closed = n, !ok
 		default:
+		}
+		if next != nil && !isDone(next) {
+			// The calls behind this one are being answered by goroutines
+			// that are ready to run, but whoever finished sl handed this
+			// goroutine the processor first. Let them run, so their
+			// answers go out in this write instead of one write each.
+			runtime.Gosched()
 		}
 		batch := next != nil && isDone(next) && len(buf) < 1<<20
 		switch {
