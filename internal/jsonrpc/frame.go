@@ -121,7 +121,10 @@ func (r *Reader) skipLine() error {
 // ReadOwnedLine is ReadLine for a caller that keeps the line: the slice is
 // the caller's. A long line is not copied: the reader hands over the
 // buffer holding it and goes on in a new one, into which it copies only
-// what it had read past the line.
+// what it had read past the line. The new buffer is small (it grows again
+// for the next long line): every byte allocated counts toward the heap's
+// first collection goal (4 MiB), and a second megabyte-sized buffer made
+// serve collect garbage in the middle of its first tools/list.
 func (r *Reader) ReadOwnedLine() ([]byte, error) {
 	line, err := r.ReadLine()
 	if err != nil {
@@ -131,7 +134,7 @@ func (r *Reader) ReadOwnedLine() ([]byte, error) {
 		return bytes.Clone(line), nil
 	}
 	rest := r.buf[r.r:r.w]
-	nb := make([]byte, max(r.size, len(rest)))
+	nb := make([]byte, max(64<<10, 2*len(rest)))
 	r.w = copy(nb, rest)
 	r.r, r.buf = 0, nb
 	return line[:len(line):len(line)], nil
