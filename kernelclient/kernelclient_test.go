@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
@@ -87,5 +89,70 @@ func TestPendingCallsFailWhenTheKernelGoes(t *testing.T) {
 	<-c.Done()
 	if _, err := c.Invoke(ctx, kproto.InvokeParams{CallID: "c3", Tool: "files.read"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("a later call = %v, want ErrClosed", err)
+	}
+}
+
+// TestDeferredInvokesGoOutInOrder holds two calls back and sends
+// call.cancel, which must write them first: the kernel sees the three in
+// the order they were made, and both calls are answered.
+func TestDeferredInvokesGoOutInOrder(t *testing.T) {
+	k := kerneltest.Start(t, kerneltest.Options{})
+	c, err := Dial(Options{Socket: k.Path, KernelUID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Hello(ctx, kproto.HelloParams{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	var calls []*Call
+	for _, arg := range []string{`{"n":1}`, `{"n":2}`} {
+		call, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c" + arg[5:6], Tool: "files.read", Arguments: []byte(arg), CatalogHash: k.Hash})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, call)
+	}
+	if err := c.Cancel("c9"); err != nil {
+		t.Fatal(err)
+	}
+	for i, call := range calls {
+		if _, err := call.InvokeResult(ctx); err != nil {
+			t.Fatalf("call %d: %v (held back and never written?)", i+1, err)
+		}
+	}
+	if err := c.Ping(ctx); err != nil { // the kernel has read everything before it
+		t.Fatal(err)
+	}
+	want := []string{"hello a", `invoke files.read args={"n":1}`, `invoke files.read args={"n":2}`, "cancel c9"}
+	if got := k.Events(); !slices.Equal(got[:min(len(got), len(want))], want) {
+		t.Errorf("the kernel saw %q, want %q first", got, want)
+	}
+}
+
+// TestFlushWritesDeferredInvokes: a call held back is written by Flush.
+func TestFlushWritesDeferredInvokes(t *testing.T) {
+	k := kerneltest.Start(t, kerneltest.Options{})
+	c, err := Dial(Options{Socket: k.Path, KernelUID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Hello(ctx, kproto.HelloParams{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	call, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{}`), CatalogHash: k.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call.InvokeResult(ctx); err != nil {
+		t.Fatalf("the flushed call: %v", err)
 	}
 }
