@@ -94,8 +94,9 @@ type server struct {
 
 	calls sync.WaitGroup // goroutines answering requests
 
-	work chan func()   // to an idle worker (see spawn)
-	end  chan struct{} // closed when the turn is over: workers return
+	work    chan func()   // to an idle worker (see spawn)
+	end     chan struct{} // closed when the turn is over: workers return
+	workers sync.WaitGroup
 }
 
 // Serve runs one turn: it reads MCP messages from in and writes answers to
@@ -129,6 +130,7 @@ func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	cancel()
 	s.calls.Wait()
 	close(s.end)
+	s.workers.Wait()
 	s.kernel.Close()
 	if errors.Is(err, io.EOF) {
 		return nil
@@ -157,11 +159,13 @@ func (s *server) spawn(f func()) {
 	select {
 	case s.work <- f:
 	default:
+		s.workers.Add(1)
 		go s.worker(f)
 	}
 }
 
 func (s *server) worker(f func()) {
+	defer s.workers.Done()
 	for {
 		f()
 		select {
