@@ -22,6 +22,22 @@ func fakeUID(uid uint32) func(*net.UnixConn) (peercred.Cred, error) {
 	}
 }
 
+// introduced dials a fake kernel and says hello as "a"; the connection
+// closes when the test ends.
+func introduced(t *testing.T) (*kerneltest.Kernel, *Client) {
+	t.Helper()
+	k := kerneltest.Start(t, kerneltest.Options{})
+	c, err := Dial(Options{Socket: k.Path, KernelUID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Hello(context.Background(), kproto.HelloParams{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	return k, c
+}
+
 func TestDialRefusesAKernelOfAnotherUIDBeforeWriting(t *testing.T) {
 	k := kerneltest.Start(t, kerneltest.Options{})
 	_, err := Dial(Options{Socket: k.Path, KernelUID: -1, PeerCred: fakeUID(12345)})
@@ -49,16 +65,8 @@ func TestDialAcceptsTheConfiguredKernelUID(t *testing.T) {
 }
 
 func TestHelloRefusalCarriesTheReasonCode(t *testing.T) {
-	k := kerneltest.Start(t, kerneltest.Options{})
-	c, err := Dial(Options{Socket: k.Path, KernelUID: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Hello(context.Background(), kproto.HelloParams{Name: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Hello(context.Background(), kproto.HelloParams{Name: "a"})
+	_, c := introduced(t)
+	_, err := c.Hello(context.Background(), kproto.HelloParams{Name: "a"})
 	var ke *KernelError
 	if !errors.As(err, &ke) || ke.Code != kproto.ErrAlreadyIntroduced {
 		t.Errorf("second hello = %v, want a KernelError with code %s", err, kproto.ErrAlreadyIntroduced)
@@ -66,16 +74,8 @@ func TestHelloRefusalCarriesTheReasonCode(t *testing.T) {
 }
 
 func TestPendingCallsFailWhenTheKernelGoes(t *testing.T) {
-	k := kerneltest.Start(t, kerneltest.Options{})
-	c, err := Dial(Options{Socket: k.Path, KernelUID: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	k, c := introduced(t)
 	ctx := context.Background()
-	if _, err := c.Hello(ctx, kproto.HelloParams{Name: "a"}); err != nil {
-		t.Fatal(err)
-	}
 	hang, err := c.StartInvoke(kproto.InvokeParams{CallID: "c1", Tool: "hang", Arguments: []byte("{}"), CatalogHash: k.Hash})
 	if err != nil {
 		t.Fatal(err)
@@ -96,17 +96,9 @@ func TestPendingCallsFailWhenTheKernelGoes(t *testing.T) {
 // call.cancel, which must write them first: the kernel sees the three in
 // the order they were made, and both calls are answered.
 func TestDeferredInvokesGoOutInOrder(t *testing.T) {
-	k := kerneltest.Start(t, kerneltest.Options{})
-	c, err := Dial(Options{Socket: k.Path, KernelUID: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	k, c := introduced(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.Hello(ctx, kproto.HelloParams{Name: "a"}); err != nil {
-		t.Fatal(err)
-	}
 	var calls []*Call
 	for _, arg := range []string{`{"n":1}`, `{"n":2}`} {
 		call, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c" + arg[5:6], Tool: "files.read", Arguments: []byte(arg), CatalogHash: k.Hash})
@@ -134,17 +126,9 @@ func TestDeferredInvokesGoOutInOrder(t *testing.T) {
 
 // TestFlushWritesDeferredInvokes: a call held back is written by Flush.
 func TestFlushWritesDeferredInvokes(t *testing.T) {
-	k := kerneltest.Start(t, kerneltest.Options{})
-	c, err := Dial(Options{Socket: k.Path, KernelUID: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	k, c := introduced(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.Hello(ctx, kproto.HelloParams{Name: "a"}); err != nil {
-		t.Fatal(err)
-	}
 	call, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{}`), CatalogHash: k.Hash})
 	if err != nil {
 		t.Fatal(err)
