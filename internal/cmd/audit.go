@@ -1,0 +1,63 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"os"
+	"time"
+
+	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/policy"
+)
+
+func runAudit(_ context.Context, stdio cli.IO, args []string) error {
+	fs := newFlagSet(stdio, "audit", "[flags]",
+		"Print the reference kernel's audit log as a table, or with --json as the stored JSON lines.")
+	file := fs.String("file", "", "audit log `file` (default $XDG_STATE_HOME/sharedos/audit.jsonl, else ~/.local/state/sharedos/audit.jsonl)")
+	integration := fs.String("integration", "", "only this integration's events (exact `name`)")
+	since := fs.Duration("since", 0, "only events from the last `duration`, e.g. 1h or 30m")
+	asJSON := fs.Bool("json", false, "print the stored lines, one JSON object per line")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("audit takes flags only", "audit: unexpected argument %q", fs.Arg(0))
+	}
+	if *integration != "" && !policy.ValidIntegrationName(*integration) {
+		return cli.Usagef("integration names are 1-64 of letters, digits, space, - _ .", "audit: invalid integration name %q", *integration)
+	}
+	if *since < 0 {
+		return cli.Usagef("use a positive duration such as 1h", "audit: --since must not be negative")
+	}
+	path := *file
+	if path == "" {
+		p, err := kernel.DefaultAuditPath(os.Getenv)
+		if err != nil {
+			return cli.Hintf(fmt.Errorf("audit log: %w", err), "pass --file FILE")
+		}
+		path = p
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			return cli.Hintf(fmt.Errorf("no audit log at %s", path), "run the kernel first, or pass --file with the kernel's --audit path")
+		}
+		return fmt.Errorf("open audit log: %w", err)
+	}
+	defer f.Close()
+	filter := kernel.AuditFilter{Integration: *integration}
+	if *since > 0 {
+		filter.Since = time.Now().Add(-*since)
+	}
+	skipped, err := kernel.PrintAudit(stdio.Out, f, filter, *asJSON)
+	if err != nil {
+		return err
+	}
+	if skipped > 0 {
+		fmt.Fprintf(stdio.Err, "%s: skipped %d unreadable line(s) in %s\n", prog, skipped, path)
+	}
+	return nil
+}

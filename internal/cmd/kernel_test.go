@@ -1,0 +1,150 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+)
+
+// lineSignal is an io.Writer that reports each complete line it is given.
+type lineSignal struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	lines chan string
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.WriteString(line)
+			return len(p), nil
+		}
+		select {
+		case w.lines <- line:
+		default: // a reader that stopped listening must not block the kernel
+		}
+	}
+}
+
+func TestKernelCommandServesAndShutsDownCleanly(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "k.sock")
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+
+	stderr := &lineSignal{lines: make(chan string, 16)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(ctx, cli.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: stderr},
+			[]string{"kernel", "--root", root, "--socket", sock, "--audit", auditPath, "--log-level", "error"})
+	}()
+	if l := <-stderr.lines; !strings.Contains(l, "kernel listening on "+sock) {
+		t.Fatalf("first stderr line %q", l)
+	}
+	if l := <-stderr.lines; !strings.Contains(l, "read-only") || !strings.Contains(l, root) {
+		t.Fatalf("second stderr line %q: want the read-only default stated", l)
+	}
+
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := jsonrpc.NewReader(conn, 0)
+	roundTrip := func(line string) string {
+		t.Helper()
+		if _, err := conn.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		b, err := r.ReadLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	roundTrip(`{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"any-harness","shim":{"version":"t"}}}`)
+	var list struct {
+		Result struct{ CatalogHash string } `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(roundTrip(`{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`)), &list); err != nil {
+		t.Fatal(err)
+	}
+	got := roundTrip(`{"jsonrpc":"2.0","id":3,"method":"tools.invoke","params":{"callId":"1","tool":"files.read","arguments":{"path":"/hello.txt"},"catalogHash":"` + list.Result.CatalogHash + `"}}`)
+	if !strings.Contains(got, `"text":"hi"`) {
+		t.Errorf("files.read under the default config: %s", got)
+	}
+	got = roundTrip(`{"jsonrpc":"2.0","id":4,"method":"tools.invoke","params":{"callId":"2","tool":"files.write","arguments":{"path":"/x","content":"x"},"catalogHash":"` + list.Result.CatalogHash + `"}}`)
+	if !strings.Contains(got, `"tool_unavailable"`) {
+		t.Errorf("files.write under the read-only default: %s", got)
+	}
+
+	cancel() // what SIGTERM does through main's context
+	if c := <-code; c != 0 {
+		t.Fatalf("kernel exited %d", c)
+	}
+	if _, err := r.ReadLine(); err == nil {
+		t.Error("the turn's connection is still open after shutdown")
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left behind: %v", err)
+	}
+	data, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"event":"turn.closed"`) {
+		t.Errorf("audit log has no turn.closed:\n%s", data)
+	}
+}
+
+func TestKernelCommandRefusesABadConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "k.toml")
+	if err := os.WriteFile(cfg, []byte("[files]\nroot = \"/\"\n\n[[grant]]\nsubjet = \"integration:*\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "kernel", "--config", cfg)
+	if code != 1 || !strings.Contains(stderr, cfg+`:5:1: unknown key "grant.subjet"`) || !strings.Contains(stderr, "hint: ") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+func TestKernelCommandRefusesASecondKernel(t *testing.T) {
+	dir, err := os.MkdirTemp("", "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "k.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, _, stderr := runCLI(t, "kernel", "--root", t.TempDir(), "--socket", sock, "--audit", filepath.Join(t.TempDir(), "a.jsonl"))
+	if code != 1 || !strings.Contains(stderr, "a kernel is already running on "+sock) {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package cmd
+
+// setParentDeathSignal has no equivalent outside Linux; there the shim
+// relies on stdin EOF when the harness dies.
+func setParentDeathSignal() error { return nil }

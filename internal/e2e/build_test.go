@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// maxBinarySize bounds the release binary: harnesses spawn it once per
+// turn, and it is downloaded by every install.
+const maxBinarySize = 10_000_000
+
+// TestReleaseBuildIsStatic builds the binary the way goreleaser.yaml does
+// and checks the promise that it runs on any Linux without a libc to
+// match: no program interpreter and no shared libraries. It also checks
+// that -X stamps reach the version command.
+func TestReleaseBuildIsStatic(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skipf("the static-linking check reads ELF; this is %s", runtime.GOOS)
+	}
+	if testing.Short() {
+		t.Skip("builds the binary; skipped in -short mode")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to build with")
+	}
+	bin := filepath.Join(t.TempDir(), "sharedos-mcp")
+	build := exec.Command(goTool, "build", "-trimpath",
+		"-ldflags", "-s -w -X main.version=9.9.9-test -X main.commit=abc123 -X main.date=2026-01-02T03:04:05Z",
+		"-o", bin, "github.com/sharedos/sharedos-mcp")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("binary has a PT_INTERP program header: it is dynamically linked")
+		}
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatalf("read DT_NEEDED: %v", err)
+	}
+	if len(libs) > 0 {
+		t.Errorf("binary needs shared libraries %v", libs)
+	}
+
+	info, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size() >= maxBinarySize {
+		t.Errorf("binary is %d bytes, want under %d", info.Size(), maxBinarySize)
+	}
+	t.Logf("static binary: %d bytes", info.Size())
+
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatalf("sharedos-mcp version: %v", err)
+	}
+	want := "sharedos-mcp 9.9.9-test (commit abc123, built 2026-01-02T03:04:05Z, "
+	if !strings.HasPrefix(string(out), want) {
+		t.Errorf("version = %q, want it to start %q", out, want)
+	}
+}

@@ -1,7 +1,0 @@
-//go:build !race
-
-package main
-
-// raceEnabled scales the load tests down: the race detector makes every
-// call several times slower, and CI runs with it.
-const raceEnabled = false

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package main
-
-// setParentDeathSignal has no equivalent outside Linux; there the shim
-// relies on stdin EOF when the harness dies.
-func setParentDeathSignal() error { return nil }
