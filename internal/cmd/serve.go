@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/internal/doctor"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
@@ -18,10 +18,6 @@ import (
 	"github.com/sharedos/sharedos-mcp/policy"
 	"github.com/sharedos/sharedos-mcp/shim"
 )
-
-// helloTimeout bounds the wait for the kernel's answer to hello; a kernel
-// that accepts but never answers must not leave the harness hanging.
-const helloTimeout = 10 * time.Second
 
 func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	// The turn is I/O on three descriptors; one P keeps every hand-off
@@ -76,15 +72,15 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: *kernelUID, MaxLine: *maxMessage})
 	if err != nil {
-		return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", dialHint(err))
+		return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", doctor.DialHint(err))
 	}
-	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	hctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)
 	ver := shimVersion()
 	hello, err := k.Hello(hctx, kproto.HelloParams{Name: *integration, Shim: kproto.Peer{Name: "sharedos-mcp", Version: ver}})
 	cancel()
 	if err != nil {
 		k.Close()
-		return helloError(path, err)
+		return doctor.HelloError(path, err)
 	}
 	log.Debug().Str("integration", *integration).Str("executionId", hello.ExecutionID).Str("kernel", hello.Kernel.Name).Msg("turn opened")
 	ctx, stop := context.WithCancel(ctx)
@@ -117,30 +113,6 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 		log.Error().Err(err).Msg("turn ended")
 		return fmt.Errorf("serve: %w", err)
 	}
-}
-
-func dialHint(err error) string {
-	switch {
-	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
-		return "start a kernel with 'sharedos-mcp kernel', or point --socket (or $SHAREDOS_SOCKET) at the one you run"
-	case errors.Is(err, sockpath.ErrTooLong):
-		return "use a shorter socket path, e.g. under $XDG_RUNTIME_DIR"
-	default:
-		return "run 'sharedos-mcp doctor' to check the socket and the kernel"
-	}
-}
-
-func helloError(path string, err error) error {
-	var ke *kernelclient.KernelError
-	if errors.As(err, &ke) {
-		switch ke.Code {
-		case kproto.ErrUnsupportedProtocol:
-			return cli.Hintf(fmt.Errorf("the kernel at %s does not speak kernel protocol %d", path, kproto.Version), "upgrade the kernel or use a sharedos-mcp release that matches it")
-		case kproto.ErrInvalidIntegrationName:
-			return cli.Hintf(fmt.Errorf("the kernel at %s refused the integration name: %w", path, err), "use a name the kernel accepts")
-		}
-	}
-	return cli.Hintf(fmt.Errorf("the kernel at %s did not accept integration.hello: %w", path, err), "check the kernel's log; run 'sharedos-mcp doctor'")
 }
 
 // shimVersion is this binary's version as serverInfo and hello report it.
