@@ -329,12 +329,19 @@ type refKernel struct {
 	sock   string
 	audit  string
 	stderr *syncBuffer
-	done   chan error
+	done   chan struct{} // closed when the process has exited
+	err    error         // its exit, set before done closes
+}
+
+// wait waits for the kernel to exit and returns how it did.
+func (k *refKernel) wait() error {
+	<-k.done
+	return k.err
 }
 
 func startRefKernel(t *testing.T, root, sock, audit string) *refKernel {
 	t.Helper()
-	k := &refKernel{sock: sock, audit: audit, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	k := &refKernel{sock: sock, audit: audit, stderr: &syncBuffer{}, done: make(chan struct{})}
 	k.cmd = exec.Command(testbin.Path(t), "kernel", "--root", root, "--socket", sock, "--audit", audit)
 	pipe, err := k.cmd.StderrPipe()
 	if err != nil {
@@ -352,7 +359,8 @@ func startRefKernel(t *testing.T, root, sock, audit string) *refKernel {
 	}
 	go func() {
 		br.WriteTo(k.stderr)
-		k.done <- k.cmd.Wait()
+		k.err = k.cmd.Wait()
+		close(k.done)
 	}()
 	t.Cleanup(func() {
 		k.cmd.Process.Kill()
@@ -388,7 +396,7 @@ func TestKernelRestartedWhileShimsRun(t *testing.T) {
 	if err := first.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-first.done
+	first.wait()
 	startRefKernel(t, root, sock, audit)
 
 	old.send(callLine("2", "files.read", `{"path":"/a.txt"}`))

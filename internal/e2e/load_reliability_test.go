@@ -143,7 +143,7 @@ func auditCounts(t *testing.T, k *refKernel, turns, calls int) {
 	if err := k.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-k.done; err != nil {
+	if err := k.wait(); err != nil {
 		t.Fatalf("kernel exit: %v\n%s", err, k.stderr)
 	}
 	data, err := os.ReadFile(k.audit)
