@@ -62,10 +62,19 @@ func tomlString(s string) string {
 	return b.String()
 }
 
+// exprKind is what a top-level TOML expression is.
+type exprKind int
+
+const (
+	exprKeyValue   exprKind = iota // key = value
+	exprTable                      // [table]
+	exprArrayTable                 // [[array table]]
+)
+
 // tomlExpr is one top-level expression: a [table] or [[array table]]
 // header or a key = value line, as the span of whole lines it occupies.
 type tomlExpr struct {
-	kind       unstable.Kind
+	kind       exprKind
 	key        []string
 	start, end int
 }
@@ -86,17 +95,26 @@ func tomlDecode(src []byte) (map[string]any, error) {
 }
 
 // tomlExprs lists src's top-level expressions. src must already have
-// passed tomlDecode.
+// passed tomlDecode. It is the one place that uses go-toml's unstable
+// parser, for the byte offsets of keys and values that its stable API
+// does not give; TestTOMLExprsSpans pins the offsets it relies on.
 func tomlExprs(src []byte) ([]tomlExpr, error) {
 	var p unstable.Parser
 	p.Reset(src)
 	var out []tomlExpr
 	for p.NextExpression() {
 		n := p.Expression()
-		if n.Kind != unstable.Table && n.Kind != unstable.ArrayTable && n.Kind != unstable.KeyValue {
+		var x tomlExpr
+		switch n.Kind {
+		case unstable.KeyValue:
+			x.kind = exprKeyValue
+		case unstable.Table:
+			x.kind = exprTable
+		case unstable.ArrayTable:
+			x.kind = exprArrayTable
+		default:
 			continue
 		}
-		x := tomlExpr{kind: n.Kind}
 		it := n.Key()
 		last := 0
 		for it.Next() {
@@ -135,7 +153,7 @@ func lineEnd(src []byte, offset int) int {
 func tableBlock(exprs []tomlExpr, i int) (start, end int) {
 	start, end = exprs[i].start, exprs[i].end
 	for _, x := range exprs[i+1:] {
-		if x.kind != unstable.KeyValue {
+		if x.kind != exprKeyValue {
 			break
 		}
 		end = x.end
@@ -144,7 +162,7 @@ func tableBlock(exprs []tomlExpr, i int) (start, end int) {
 }
 
 func isTable(x tomlExpr, key []string) bool {
-	return x.kind == unstable.Table && slices.Equal(x.key, key)
+	return x.kind == exprTable && slices.Equal(x.key, key)
 }
 
 func codexCommand(m map[string]any) (found bool, command string) {
@@ -215,7 +233,7 @@ func (codexFormat) remove(src []byte) ([]byte, error) {
 	// From the last table up, so earlier offsets stay valid.
 	for i := len(exprs) - 1; i >= 0; i-- {
 		x := exprs[i]
-		if x.kind == unstable.KeyValue || len(x.key) < len(codexKey) || !slices.Equal(x.key[:len(codexKey)], codexKey) {
+		if x.kind == exprKeyValue || len(x.key) < len(codexKey) || !slices.Equal(x.key[:len(codexKey)], codexKey) {
 			continue
 		}
 		start, end := tableBlock(exprs, i)
