@@ -1,13 +1,26 @@
 package kernel
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 )
 
 // Audit event names.
@@ -18,7 +31,28 @@ const (
 	EventToolInvoked   = "tool.invoked"
 	EventTurnEscalated = "turn.escalated"
 	EventTurnClosed    = "turn.closed"
+	// EventAuditSegment is written by the log itself where its chain
+	// needs explaining: after lines it set aside, or at the start of the
+	// file that replaced a rotated one. Its Reason is a Segment* value.
+	EventAuditSegment = "audit.segment"
 )
+
+// Reasons of an audit.segment event.
+const (
+	// SegmentTornTail: the lines before this event are not events (a line
+	// cut short by a crash or a failed write). They are kept as they are;
+	// TornLines and TornBytes count them, and Continues is the hash of the
+	// last event before them, so the chain still covers that event.
+	SegmentTornTail = "torn_tail"
+	// SegmentRotated: the file the kernel was writing was renamed or
+	// removed, and it went on in this one. Continues is the hash of the
+	// last line it wrote into the old file (that file's head).
+	SegmentRotated = "rotated"
+)
+
+// AuditGenesis is the prev of a log's first line: 64 zeros, the hash of
+// no line.
+const AuditGenesis = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // AuditPeer is the socket peer as the operating system reported it.
 type AuditPeer struct {
@@ -28,89 +62,446 @@ type AuditPeer struct {
 
 // Event is one line of the audit record. The first five fields are on
 // every event; the rest belong to particular events and are left out when
-// empty.
+// empty. For audit.segment, Peer is the kernel process itself.
+//
+// The log stores at most a bounded prefix of every string field (a `max`
+// tag in bytes, else maxAuditField), cut at a rune boundary and marked
+// with "…": a string field added later is bounded without anyone
+// remembering to.
 type Event struct {
 	Time        string    `json:"time"` // RFC 3339, nanoseconds, UTC
 	Event       string    `json:"event"`
 	ExecutionID string    `json:"executionId"`
-	Integration string    `json:"integration"`
+	Integration string    `json:"integration" max:"128"`
 	Peer        AuditPeer `json:"peer"`
 
-	CallID      string `json:"callId,omitempty"`
-	Tool        string `json:"tool,omitempty"`
+	CallID      string `json:"callId,omitempty" max:"128"`
+	Tool        string `json:"tool,omitempty" max:"128"`
 	Resource    string `json:"resource,omitempty"`
 	Action      string `json:"action,omitempty"`
 	Status      string `json:"status,omitempty"`
 	Code        string `json:"code,omitempty"`
-	CatalogHash string `json:"catalogHash,omitempty"`
+	CatalogHash string `json:"catalogHash,omitempty" max:"128"`
 	DurationUs  *int64 `json:"durationUs,omitempty"`
 	Count       *int   `json:"count,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 	Note        string `json:"note,omitempty"`
+
+	// audit.segment only.
+	Continues string `json:"continues,omitempty"`
+	TornLines int    `json:"tornLines,omitempty"`
+	TornBytes int64  `json:"tornBytes,omitempty"`
+
+	// Prev is the SHA-256 (hex) of the line before this one, its exact
+	// bytes without the newline; AuditGenesis on a file's first line.
+	// Write sets it; whatever the caller put there is replaced.
+	Prev string `json:"prev,omitempty"`
 }
 
-// AuditLog appends events to a JSON Lines file.
+const (
+	// maxAuditField is the longest string field the log stores unless the
+	// field's `max` tag says less. File paths longer than PATH_MAX cannot
+	// be opened, so a resource this long is already meaningless.
+	maxAuditField = 4096
+	// maxAuditLine is the longest line the readers (audit, audit verify,
+	// the repair at open) accept. TestAuditLinesAreBounded checks that the
+	// writer's longest possible line fits with room to spare.
+	maxAuditLine = 1 << 20
+)
+
+type boundedField struct {
+	index int
+	max   int
+}
+
+// eventStrings lists every string field of Event with its bound.
+var eventStrings = func() []boundedField {
+	var out []boundedField
+	t := reflect.TypeFor[Event]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type.Kind() != reflect.String {
+			continue
+		}
+		limit := maxAuditField
+		if tag := f.Tag.Get("max"); tag != "" {
+			n, err := strconv.Atoi(tag)
+			if err != nil || n <= 0 {
+				panic("kernel: bad max tag on Event." + f.Name)
+			}
+			limit = n
+		}
+		out = append(out, boundedField{i, limit})
+	}
+	return out
+}()
+
+// boundEvent cuts every string field of ev to its bound.
+func boundEvent(ev *Event) {
+	v := reflect.ValueOf(ev).Elem()
+	for _, f := range eventStrings {
+		fv := v.Field(f.index)
+		if s := fv.String(); len(s) > f.max {
+			fv.SetString(shorten(s, f.max))
+		}
+	}
+}
+
+// Errors OpenAuditLog and Write return, wrapped with the path and cause.
+// A file or directory that another user owns or can write also wraps
+// sockpath.ErrUntrusted.
+var (
+	// ErrAuditLogBusy: another process (a second kernel) holds the log's
+	// lock; two writers would interleave two chains.
+	ErrAuditLogBusy = errors.New("another process is writing the audit log")
+	// ErrAuditLogClosed: Write or Sync after Close.
+	ErrAuditLogClosed = errors.New("audit log is closed")
+)
+
+// AuditLog appends events to a JSON Lines file whose lines form a hash
+// chain (docs/adr/0009-audit-log-chain-and-repair.md).
 //
 // Each event is one write(2) of one whole line to a file opened O_APPEND,
-// under a mutex: concurrent turns never interleave inside a line, and a
-// crash leaves at most a missing last line, never a torn one in the middle.
-// Lines are built by encoding/json, which escapes control characters, so
-// no string a client sends (a tool name, a reason) can start a new line.
+// under a mutex, and the file is flocked so no second kernel appends to
+// it. A Write either appends exactly one whole line or returns an error
+// and leaves the file as it was: bytes of a failed or short write are
+// truncated away (if even that fails, the next Write sets them aside as
+// a repair would). A failed Write does not poison the log: the next one
+// tries again, so a kernel can refuse calls while the disk is full and
+// serve again once it is not.
+//
+// Lines are encoded by encoding/json without HTML escaping; every string
+// is bounded (see Event), and every rune that is not graphic (C0 and C1
+// controls, DEL, bidi overrides and other format characters) is stored
+// as a \u escape, so no client string can end a line or drive a terminal
+// that prints the stored line.
+//
+// Each Write also checks (one stat) that the path still names the open
+// file; when it was renamed or removed (rotation), the log opens the path
+// again and goes on there, starting with an audit.segment "rotated".
 // Durability is per turn: Sync is called when a turn closes (see
 // docs/adr/0002-audit-durability.md).
 type AuditLog struct {
-	mu  sync.Mutex
-	f   *os.File
-	err error // first write error; later writes are not attempted
+	path string
+	log  zerolog.Logger
+
+	mu       sync.Mutex
+	f        *os.File // nil after Close
+	dev, ino uint64   // of f, to notice a rename or removal
+	size     int64    // end of the last whole line in f
+	head     string   // hash of f's last line: the next line's prev
+	dirty    bool     // a failed write may have left bytes; repair before the next
+	failures int      // consecutive failed Writes, for the log
+	buf      bytes.Buffer
+	enc      *json.Encoder
+	line     []byte
 }
 
-// OpenAuditLog opens (creating, 0600, in a 0700 directory) the audit file.
-func OpenAuditLog(path string) (*AuditLog, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create audit directory: %w", err)
+// AuditOption configures OpenAuditLog.
+type AuditOption func(*AuditLog)
+
+// AuditLogger makes the log report what it repairs, rotations, failed
+// writes and the recovery after them to l (the default discards them).
+func AuditLogger(l zerolog.Logger) AuditOption {
+	return func(a *AuditLog) { a.log = l }
+}
+
+// OpenAuditLog opens the audit file at path, creating it 0600 and any
+// missing directory 0700. The file must be a regular file owned by this
+// uid and not writable by group or others, and every directory and
+// symlink on the way must pass the socket's check (sockpath.MakeDirs);
+// the file itself must not be a symlink. A last line that is not a whole
+// event (a crash cut it short) is set aside: kept as it is, terminated,
+// and followed by an audit.segment "torn_tail" that says so.
+func OpenAuditLog(path string, opts ...AuditOption) (*AuditLog, error) {
+	a := &AuditLog{path: path, log: zerolog.Nop()}
+	for _, o := range opts {
+		o(a)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	a.enc = json.NewEncoder(&a.buf)
+	a.enc.SetEscapeHTML(false)
+	f, dev, ino, err := openAuditFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("open audit log: %w", err)
+		return nil, err
 	}
-	return &AuditLog{f: f}, nil
+	a.f, a.dev, a.ino = f, dev, ino
+	if err := a.repair(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return a, nil
 }
 
-// Write appends ev as one line. An event that cannot be recorded is an
-// error the caller must not ignore: the kernel stops serving rather than
-// act unrecorded.
+// openAuditFile opens and locks path after the trust checks. The lock
+// travels with the descriptor: closing the file releases it.
+func openAuditFile(path string) (f *os.File, dev, ino uint64, err error) {
+	uid := uint32(os.Getuid())
+	trusted := func(u uint32) bool { return u == uid || u == 0 }
+	dir, err := sockpath.MakeDirs(filepath.Dir(path), trusted)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("audit directory: %w", err)
+	}
+	file := filepath.Join(dir, filepath.Base(path))
+	fi, err := os.Lstat(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, 0, 0, fmt.Errorf("open audit log: %w", err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, 0, 0, fmt.Errorf("audit log %s is a symlink; point at the file itself", path)
+	case !fi.Mode().IsRegular():
+		// Checked before opening: opening a FIFO would block.
+		return nil, 0, 0, fmt.Errorf("audit log %s is not a regular file", path)
+	}
+	f, err = os.OpenFile(file, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("open audit log: %w", err)
+	}
+	fail := func(err error) (*os.File, uint64, uint64, error) {
+		f.Close()
+		return nil, 0, 0, err
+	}
+	if fi, err = f.Stat(); err != nil {
+		return fail(fmt.Errorf("stat audit log: %w", err))
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	own := func(u uint32) bool { return u == uid }
+	if !fi.Mode().IsRegular() {
+		return fail(fmt.Errorf("audit log %s is not a regular file", path))
+	}
+	if err := sockpath.CheckFile(path, fi, own); err != nil {
+		return fail(fmt.Errorf("audit log: %w", err))
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return fail(fmt.Errorf("%w: %s", ErrAuditLogBusy, path))
+	}
+	if err != nil {
+		return fail(fmt.Errorf("lock audit log: %w", err))
+	}
+	if fi.Size() == 0 {
+		// A new file: its name must be as durable as the lines a turn's
+		// sync will make durable in it.
+		if err := syncDir(dir); err != nil {
+			return fail(fmt.Errorf("sync audit directory: %w", err))
+		}
+	}
+	return f, uint64(st.Dev), uint64(st.Ino), nil
+}
+
+// Write appends ev as one line, chained to the line before it. An event
+// that cannot be recorded is an error the caller must not ignore: no
+// effect may happen without its record. The log is then unchanged, and
+// the next Write tries again.
 func (a *AuditLog) Write(ev Event) error {
-	line, err := json.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("encode audit event: %w", err)
-	}
-	line = append(line, '\n')
+	boundEvent(&ev)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.err != nil {
-		return a.err
+	if a.f == nil {
+		return ErrAuditLogClosed
 	}
-	if _, err := a.f.Write(line); err != nil {
-		a.err = fmt.Errorf("write audit log: %w", err)
-		return a.err
+	err := a.ready()
+	if err == nil {
+		err = a.append(&ev)
 	}
+	if err != nil {
+		if a.failures++; a.failures == 1 {
+			a.log.Error().Err(err).Str("path", a.path).Msg("audit log write failed; it is retried on every event")
+		}
+		return err
+	}
+	if a.failures > 0 {
+		a.log.Warn().Int("failed_writes", a.failures).Str("path", a.path).Msg("audit log writable again")
+		a.failures = 0
+	}
+	return nil
+}
+
+// ready makes a.f the file at a.path with a clean tail.
+func (a *AuditLog) ready() error {
+	var st unix.Stat_t
+	err := unix.Stat(a.path, &st)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("stat audit log: %w", err)
+	}
+	if err != nil || uint64(st.Dev) != a.dev || st.Ino != a.ino {
+		return a.rotate()
+	}
+	if a.dirty {
+		return a.repair()
+	}
+	return nil
+}
+
+// rotate goes on in a new file at a.path after the old one was renamed
+// or removed. Until that works, every Write fails and tries again.
+func (a *AuditLog) rotate() error {
+	f, dev, ino, err := openAuditFile(a.path)
+	if err != nil {
+		return fmt.Errorf("reopen rotated audit log: %w", err)
+	}
+	oldF, oldDev, oldIno, oldSize, oldHead, oldDirty := a.f, a.dev, a.ino, a.size, a.head, a.dirty
+	a.f, a.dev, a.ino, a.dirty = f, dev, ino, false
+	restore := func(err error) error {
+		f.Close()
+		a.f, a.dev, a.ino, a.size, a.head, a.dirty = oldF, oldDev, oldIno, oldSize, oldHead, oldDirty
+		return err
+	}
+	if err := a.repair(); err != nil {
+		return restore(fmt.Errorf("reopen rotated audit log: %w", err))
+	}
+	seg := a.segment(SegmentRotated)
+	seg.Continues = oldHead
+	seg.Note = "the file this kernel was writing was renamed or removed; continues is the hash of the last line it wrote there"
+	if err := a.append(&seg); err != nil {
+		return restore(err)
+	}
+	if err := errors.Join(oldF.Sync(), oldF.Close()); err != nil {
+		a.log.Warn().Err(err).Msg("closing the rotated audit log")
+	}
+	a.log.Warn().Str("path", a.path).Str("continues", oldHead).Msg("audit log was renamed or removed; writing a new one at its path")
+	return nil
+}
+
+func (a *AuditLog) segment(reason string) Event {
+	return Event{
+		Time: stamp(time.Now()), Event: EventAuditSegment, Reason: reason,
+		Peer: AuditPeer{UID: uint32(os.Getuid()), PID: os.Getpid()},
+	}
+}
+
+// append writes ev as the next line of a.f. On failure it undoes what
+// reached the file, or marks the log dirty when it cannot.
+func (a *AuditLog) append(ev *Event) error {
+	ev.Prev = a.head
+	a.buf.Reset()
+	if err := a.enc.Encode(ev); err != nil {
+		return fmt.Errorf("encode audit event: %w", err)
+	}
+	line := a.buf.Bytes()
+	if needsTerminalEscape(line) {
+		a.line = appendTerminalSafe(a.line[:0], line)
+		line = a.line
+	}
+	n, err := a.f.Write(line)
+	if err != nil {
+		a.undo(int64(n))
+		return fmt.Errorf("write audit log: %w", err)
+	}
+	a.size += int64(n)
+	a.head = hashLine(line[:len(line)-1])
+	return nil
+}
+
+// undo removes the n bytes a failed write left at the end of a.f, if the
+// file is as long as this log alone would have made it; otherwise (or if
+// truncating fails) the next Write repairs the tail first.
+func (a *AuditLog) undo(n int64) {
+	if n == 0 {
+		return
+	}
+	if fi, err := a.f.Stat(); err == nil && fi.Size() == a.size+n {
+		if a.f.Truncate(a.size) == nil {
+			return
+		}
+	}
+	a.dirty = true
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+func hashLine(line []byte) string {
+	sum := sha256.Sum256(line)
+	return hex.EncodeToString(sum[:])
+}
+
+// repair reads the end of a.f and sets a.size and a.head from it. When the
+// file does not end in a whole event, the lines that are not events are
+// set aside: kept as they are, the last one terminated, and followed by an
+// audit.segment "torn_tail" that counts them and names the hash of the
+// last event before them.
+func (a *AuditLog) repair() error {
+	fi, err := a.f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat audit log: %w", err)
+	}
+	t, err := readTail(a.f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("read the audit log's end: %w", err)
+	}
+	// The newline and the segment are two writes. If only the first
+	// lands, the file ends in a terminated line that is not an event,
+	// which the next repair sets aside the same way.
+	a.size, a.head = fi.Size(), t.head
+	if t.open {
+		if n, err := a.f.Write([]byte("\n")); err != nil {
+			a.undo(int64(n))
+			return fmt.Errorf("repair audit log: %w", err)
+		}
+		a.size++
+	}
+	if t.tornLines > 0 {
+		seg := a.segment(SegmentTornTail)
+		seg.Continues, seg.TornLines, seg.TornBytes = t.lastEvent, t.tornLines, t.tornBytes
+		seg.Note = "the lines before this one are not whole events (a crash or a failed write cut them short); they are kept as they were"
+		if err := a.append(&seg); err != nil {
+			return err
+		}
+		a.log.Warn().Str("path", a.path).Int("lines", t.tornLines).Int64("bytes", t.tornBytes).
+			Msg("audit log ended in lines that are not whole events; set them aside behind an audit.segment")
+	}
+	a.dirty = false
 	return nil
 }
 
 // Sync makes every event written so far durable. It does not hold the
 // write lock: other turns keep appending while the disk flushes.
 func (a *AuditLog) Sync() error {
-	if err := a.f.Sync(); err != nil {
+	err := a.syncCurrent()
+	if errors.Is(err, os.ErrClosed) {
+		// A rotation synced and closed the file; sync its successor.
+		err = a.syncCurrent()
+	}
+	if err != nil && !errors.Is(err, ErrAuditLogClosed) {
 		return fmt.Errorf("sync audit log: %w", err)
 	}
-	return nil
+	return err
 }
 
-// Close syncs and closes the file.
+func (a *AuditLog) syncCurrent() error {
+	a.mu.Lock()
+	f := a.f
+	a.mu.Unlock()
+	if f == nil {
+		return ErrAuditLogClosed
+	}
+	return f.Sync()
+}
+
+// Close syncs and closes the file, releasing its lock.
 func (a *AuditLog) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return errors.Join(a.Sync(), a.f.Close())
+	if a.f == nil {
+		return ErrAuditLogClosed
+	}
+	f := a.f
+	a.f = nil
+	if err := f.Sync(); err != nil {
+		return errors.Join(fmt.Errorf("sync audit log: %w", err), f.Close())
+	}
+	return f.Close()
 }
 
 // DefaultAuditPath is $XDG_STATE_HOME/sharedos/audit.jsonl, else
@@ -128,3 +519,98 @@ func DefaultAuditPath(getenv func(string) string) (string, error) {
 
 // stamp formats t for an event's time field.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// auditTail is what repair needs to know about the end of a log.
+type auditTail struct {
+	head      string // hash of the last line, whatever it is; AuditGenesis if none
+	lastEvent string // hash of the last whole event line; AuditGenesis if none
+	tornLines int    // lines after that event (none of them an event)
+	tornBytes int64  // their bytes, newlines not counted
+	open      bool   // the file does not end in a newline
+}
+
+// readTail walks back from the end of r (size bytes) line by line to the
+// last whole event. Only those lines are read.
+func readTail(r io.ReaderAt, size int64) (auditTail, error) {
+	t := auditTail{head: AuditGenesis, lastEvent: AuditGenesis}
+	if size == 0 {
+		return t, nil
+	}
+	end := size // end of the line being looked at, its newline excluded
+	var last [1]byte
+	if _, err := r.ReadAt(last[:], size-1); err != nil {
+		return t, err
+	}
+	t.open = last[0] != '\n'
+	if !t.open {
+		end--
+	}
+	for first := true; ; first = false {
+		start, err := lineStart(r, end)
+		if err != nil {
+			return t, err
+		}
+		h, event, err := examineLine(io.NewSectionReader(r, start, end-start), end-start)
+		if err != nil {
+			return t, err
+		}
+		if first {
+			t.head = h
+		}
+		if event {
+			t.lastEvent = h
+			return t, nil
+		}
+		t.tornLines++
+		t.tornBytes += end - start
+		if start == 0 {
+			return t, nil
+		}
+		end = start - 1
+	}
+}
+
+// lineStart returns where the line ending at end (exclusive) starts: just
+// after the previous newline, or 0.
+func lineStart(r io.ReaderAt, end int64) (int64, error) {
+	var buf [32 << 10]byte
+	for pos := end; pos > 0; {
+		n := int64(len(buf))
+		if n > pos {
+			n = pos
+		}
+		if _, err := r.ReadAt(buf[:n], pos-n); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return pos - n + int64(i) + 1, nil
+		}
+		pos -= n
+	}
+	return 0, nil
+}
+
+// examineLine hashes a line and tells whether it is a whole event. A line
+// longer than any the kernel writes is hashed without being held.
+func examineLine(r io.Reader, n int64) (hash string, event bool, err error) {
+	if n > maxAuditLine {
+		h := sha256.New()
+		if _, err := io.Copy(h, r); err != nil {
+			return "", false, err
+		}
+		return hex.EncodeToString(h.Sum(nil)), false, nil
+	}
+	line := make([]byte, n)
+	if _, err := io.ReadFull(r, line); err != nil {
+		return "", false, err
+	}
+	return hashLine(line), isEvent(line), nil
+}
+
+// isEvent reports whether line is one whole audit event.
+func isEvent(line []byte) bool {
+	var e struct {
+		Event string `json:"event"`
+	}
+	return json.Unmarshal(line, &e) == nil && e.Event != ""
+}

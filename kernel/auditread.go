@@ -1,6 +1,9 @@
 package kernel
 
 import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
-
-	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // AuditFilter selects events from the audit log.
@@ -33,34 +36,42 @@ func (f AuditFilter) match(e Event) bool {
 	return true
 }
 
-// PrintAudit copies the events of r that pass f to w: with asJSON the
-// stored lines byte for byte, otherwise an aligned table. It returns how
-// many lines it could not parse and skipped (a crash can leave a last line
-// cut short).
+// PrintAudit copies the events of r that pass f to w: with asJSON one
+// JSON object per line, otherwise an aligned table. It returns how many
+// lines it could not parse and skipped (lines a crash cut short, which
+// the kernel sets aside behind an audit.segment event).
+//
+// With asJSON each line is the stored line byte for byte, so it hashes to
+// the next line's prev, as long as it is terminal-safe, which every line
+// the kernel writes is. A line written otherwise (by hand, by an older
+// kernel) has its non-graphic runes (C0 and C1 controls, DEL, bidi
+// overrides) rewritten as \u escapes: the same JSON value, harmless on a
+// terminal, no longer the stored bytes.
 func PrintAudit(w io.Writer, r io.Reader, f AuditFilter, asJSON bool) (skipped int, err error) {
-	lr := jsonrpc.NewReader(r, 0)
+	lr := newAuditLineReader(r)
 	var tw *tabwriter.Writer
 	if !asJSON {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME\tINTEGRATION\tEVENT\tTOOL\tRESOURCE\tSTATUS")
 	}
+	var out []byte
 	for {
-		line, err := lr.ReadLine()
+		l, err := lr.next()
 		if errors.Is(err, io.EOF) {
 			break
-		}
-		if errors.Is(err, jsonrpc.ErrLineTooLong) {
-			skipped++
-			continue
 		}
 		if err != nil {
 			return skipped, fmt.Errorf("read audit log: %w", err)
 		}
-		if len(line) == 0 {
+		if l.long {
+			skipped++
+			continue
+		}
+		if len(l.bytes) == 0 {
 			continue
 		}
 		var e Event
-		if json.Unmarshal(line, &e) != nil || e.Event == "" {
+		if json.Unmarshal(l.bytes, &e) != nil || e.Event == "" {
 			skipped++
 			continue
 		}
@@ -68,7 +79,8 @@ func PrintAudit(w io.Writer, r io.Reader, f AuditFilter, asJSON bool) (skipped i
 			continue
 		}
 		if asJSON {
-			if _, err := w.Write(append(line, '\n')); err != nil {
+			out = append(appendTerminalSafe(out[:0], l.bytes), '\n')
+			if _, err := w.Write(out); err != nil {
 				return skipped, err
 			}
 			continue
@@ -100,6 +112,11 @@ func statusCell(e Event) string {
 		}
 	case EventTurnRefused, EventTurnEscalated:
 		return e.Reason
+	case EventAuditSegment:
+		if e.Reason == SegmentTornTail {
+			return fmt.Sprintf("%s: %d line(s) set aside", e.Reason, e.TornLines)
+		}
+		return e.Reason
 	}
 	return ""
 }
@@ -117,4 +134,246 @@ func cell(s string) string {
 		}
 	}
 	return s
+}
+
+// needsTerminalEscape reports whether appendTerminalSafe would change a
+// JSON text: whether it holds any byte outside printable ASCII besides
+// the escapes JSON already makes.
+func needsTerminalEscape(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// appendTerminalSafe appends the JSON text src to dst with every rune
+// that is not graphic written as a \u escape (a pair of them beyond the
+// BMP), and every byte that is not UTF-8 as \ufffd. Outside strings JSON
+// is printable ASCII, so this only rewrites string contents, and the
+// result means what src meant.
+func appendTerminalSafe(dst, src []byte) []byte {
+	for i := 0; i < len(src); {
+		c := src[i]
+		if c < utf8.RuneSelf && c != 0x7f {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(src[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, `\ufffd`...)
+		case unicode.IsGraphic(r):
+			dst = append(dst, src[i:i+size]...)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			dst = appendUEscape(appendUEscape(dst, hi), lo)
+		default:
+			dst = appendUEscape(dst, r)
+		}
+		i += size
+	}
+	return dst
+}
+
+func appendUEscape(dst []byte, r rune) []byte {
+	const hexDigits = "0123456789abcdef"
+	return append(dst, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+}
+
+// auditLine is one line of a log as stored.
+type auditLine struct {
+	bytes      []byte // without the newline; valid until the next call
+	terminated bool   // it ended in a newline (only a last line may not)
+	long       bool   // longer than maxAuditLine; bytes is nil
+}
+
+// auditLineReader returns an audit log's lines exactly as stored: unlike
+// a JSON-RPC reader it strips nothing but the newline, since a "\r" an
+// editor added is part of what the chain must see.
+type auditLineReader struct {
+	br  *bufio.Reader
+	buf []byte
+}
+
+func newAuditLineReader(r io.Reader) *auditLineReader {
+	return &auditLineReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+func (r *auditLineReader) next() (auditLine, error) {
+	r.buf = r.buf[:0]
+	var l auditLine
+	n := 0
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		n += len(chunk)
+		if !l.long {
+			if len(r.buf)+len(chunk) > maxAuditLine+1 {
+				l.long, r.buf = true, r.buf[:0]
+			} else {
+				r.buf = append(r.buf, chunk...)
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if n == 0 {
+				return l, io.EOF
+			}
+		case err != nil:
+			return l, err
+		default:
+			l.terminated = true
+			if !l.long {
+				r.buf = r.buf[:len(r.buf)-1]
+			}
+		}
+		if !l.long {
+			l.bytes = r.buf
+		}
+		return l, nil
+	}
+}
+
+// ErrChainBroken is wrapped by every *ChainBreak.
+var ErrChainBroken = errors.New("audit chain broken")
+
+// ChainBreak is where and why an audit log's chain does not hold.
+type ChainBreak struct {
+	Line   int // 1-based; 0 when the break concerns the whole file (a kept head not found)
+	Reason string
+}
+
+func (b *ChainBreak) Error() string {
+	if b.Line == 0 {
+		return fmt.Sprintf("%v: %s", ErrChainBroken, b.Reason)
+	}
+	return fmt.Sprintf("%v at line %d: %s", ErrChainBroken, b.Line, b.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrChainBroken) hold.
+func (b *ChainBreak) Unwrap() error { return ErrChainBroken }
+
+// AuditVerification is what VerifyAudit found. When the chain breaks it
+// describes the log up to the line before the break.
+type AuditVerification struct {
+	Lines     int // lines read, set-aside lines included
+	Events    int // whole events
+	Segments  int // of them, audit.segment events
+	Unchained int // events before the first that has a prev: written before the chain existed, not covered by it
+	SetAside  int // lines that are not events, each covered by the audit.segment after it
+	// TornTail counts the bytes of lines at the end that are not events
+	// and that no segment covers yet: a crash cut the last line short, and
+	// the kernel sets it aside when it next opens the log.
+	TornTail int64
+	// Continues is the head of the file this one continues, when its first
+	// line is an audit.segment "rotated": compare it with that file's Head.
+	Continues string
+	Head      string // SHA-256 (hex) of the last event line: what to keep elsewhere
+	HeadLine  int    // that line's number; 0 for a log without events
+}
+
+// VerifyAudit reads an audit log and checks its chain: every event's prev
+// is the hash of the line before it (AuditGenesis for the first line), and
+// lines that are not events appear only where an audit.segment
+// "torn_tail" right after them counts them and names the hash of the
+// event before them, or at the very end (a torn tail not yet repaired).
+// Events without a prev are allowed only before the first event that has
+// one (a log begun by an older kernel).
+//
+// Each kept head (a Head recorded earlier, kept where the kernel's uid
+// cannot write) must be the hash of some event in the chain: a log
+// rewritten or cut before that point fails even if its new chain is
+// whole.
+//
+// It returns a *ChainBreak (wrapping ErrChainBroken) for the first break,
+// and other errors only for reading.
+func VerifyAudit(r io.Reader, kept ...string) (AuditVerification, error) {
+	var v AuditVerification
+	want := map[string]bool{}
+	for _, k := range kept {
+		want[strings.ToLower(k)] = false
+	}
+	lr := newAuditLineReader(r)
+	prev := AuditGenesis // hash of the line before
+	lastEvent := prev    // hash of the last event line
+	chained := false     // an event with a prev has been seen
+	torn, tornBytes := 0, int64(0)
+	for {
+		l, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return v, fmt.Errorf("read audit log: %w", err)
+		}
+		n := v.Lines + 1
+		if l.long {
+			return v, &ChainBreak{n, fmt.Sprintf("longer than any line the kernel writes (%d bytes)", maxAuditLine)}
+		}
+		sum := sha256.Sum256(l.bytes)
+		h := hex.EncodeToString(sum[:])
+		var e struct {
+			Event     string `json:"event"`
+			Prev      string `json:"prev"`
+			Reason    string `json:"reason"`
+			Continues string `json:"continues"`
+			TornLines int    `json:"tornLines"`
+			TornBytes int64  `json:"tornBytes"`
+		}
+		if json.Unmarshal(l.bytes, &e) != nil || e.Event == "" {
+			torn++
+			tornBytes += int64(len(l.bytes))
+			v.Lines, prev = n, h
+			continue
+		}
+		if torn > 0 {
+			switch {
+			case e.Event != EventAuditSegment || e.Reason != SegmentTornTail:
+				return v, &ChainBreak{n - torn, "not an audit event, and no audit.segment sets it aside"}
+			case e.TornLines != torn || e.TornBytes != tornBytes:
+				return v, &ChainBreak{n, fmt.Sprintf("the segment sets aside %d line(s) of %d bytes, but %d line(s) of %d bytes precede it",
+					e.TornLines, e.TornBytes, torn, tornBytes)}
+			case e.Continues != lastEvent:
+				return v, &ChainBreak{n, fmt.Sprintf("the segment continues from %s, but the event before the set-aside lines hashes to %s", e.Continues, lastEvent)}
+			}
+			v.SetAside += torn
+			torn, tornBytes = 0, 0
+		}
+		switch {
+		case e.Prev == "" && chained:
+			return v, &ChainBreak{n, "no prev, after events that have one"}
+		case e.Prev == "":
+			v.Unchained++
+		case e.Prev != prev && n == 1:
+			return v, &ChainBreak{n, "the first line's prev is not the genesis value: lines before it were removed"}
+		case e.Prev != prev:
+			return v, &ChainBreak{n, fmt.Sprintf("prev does not match line %d: a line was edited, inserted or removed", n-1)}
+		default:
+			chained = true
+		}
+		if e.Event == EventAuditSegment {
+			v.Segments++
+			if n == 1 && e.Reason == SegmentRotated {
+				v.Continues = e.Continues
+			}
+		}
+		if _, ok := want[h]; ok {
+			want[h] = true
+		}
+		v.Lines, v.Events, v.Head, v.HeadLine = n, v.Events+1, h, n
+		prev, lastEvent = h, h
+	}
+	// Lines after the last event that no segment covers: a torn tail the
+	// kernel repairs when it next opens the log.
+	v.TornTail = tornBytes
+	for _, k := range kept {
+		if !want[strings.ToLower(k)] {
+			return v, &ChainBreak{0, fmt.Sprintf("no event in the chain hashes to the kept head %s: the log was rewritten or cut before it", k)}
+		}
+	}
+	return v, nil
 }

@@ -7,49 +7,145 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 
-	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"golang.org/x/sys/unix"
+
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 )
 
-// ErrAlreadyRunning reports a socket path another kernel answers on.
-var ErrAlreadyRunning = errors.New("a kernel is already running")
+// Errors Listen returns, wrapped with the path and the cause. Path length
+// problems wrap sockpath.ErrTooLong, and a directory or symlink on the way
+// that another user owns or can write wraps sockpath.ErrUntrusted as well
+// as ErrSocketDir.
+var (
+	// ErrAlreadyRunning: another kernel holds the path's lock, or answers
+	// on the socket.
+	ErrAlreadyRunning = errors.New("a kernel is already running")
+	// ErrNotASocket: something other than a socket is at the path.
+	ErrNotASocket = errors.New("not a socket")
+	// ErrSocketDir: the socket's directory cannot be created or used.
+	ErrSocketDir = errors.New("socket directory")
+	// ErrSocketUnchecked: a socket file is there, and whether a kernel
+	// answers on it cannot be told (it is neither answered nor refused).
+	ErrSocketUnchecked = errors.New("cannot tell whether a kernel answers on the socket")
+	// ErrBind: the socket could not be created in a directory that passed
+	// every check.
+	ErrBind = errors.New("listen on socket")
+)
 
-// Listen prepares path and listens on it. The socket's directory is
-// created 0700 if missing and must be out of other users' reach (owned by
-// this uid or root, not writable by others); the socket is made 0600. A
-// socket file left by a kernel that died is removed, but only when nothing
-// answers on it: removing a live kernel's socket would orphan its turns.
+// Listener is a kernel's socket. While it is open it holds an exclusive
+// flock on the lock file beside the socket (path + ".lock"), so exactly
+// one kernel serves a path; Close removes the socket only if it is still
+// the one this Listener created.
+type Listener struct {
+	*net.UnixListener
+
+	path     string
+	lock     *os.File
+	dev, ino uint64
+
+	once     sync.Once
+	closeErr error
+}
+
+// Listen prepares path and listens on it. Every directory and symlink on
+// the way must be out of other users' reach (sockpath.MakeDirs: owned by
+// this uid or root, not writable by others unless sticky); missing
+// directories are created 0700 as the walk reaches them. The lock beside
+// the socket is taken before anything else touches the path, so two
+// kernels started at once cannot both decide the socket is stale: the
+// loser gets ErrAlreadyRunning. A socket file left by a kernel that died
+// is removed, but only when nothing answers on it (a kernel of a version
+// without the lock may still be serving it). The socket is made 0600.
 //
 // Between bind and chmod the socket briefly has the umask's mode; that is
 // harmless because the kernel checks every peer's uid before reading a
 // byte, which is the real gate.
-func Listen(path string) (*net.UnixListener, error) {
+func Listen(path string) (*Listener, error) {
 	if err := sockpath.CheckLen(path); err != nil {
-		return nil, cli.Hintf(err, "pick a shorter --socket path")
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, cli.Hintf(fmt.Errorf("create socket directory: %w", err), "pick a --socket in a directory you can create")
+		return nil, err
 	}
 	uid := uint32(os.Getuid())
 	trusted := func(u uint32) bool { return u == uid || u == 0 }
-	if err := sockpath.CheckDirs(dir, trusted); err != nil {
-		return nil, cli.Hintf(fmt.Errorf("socket directory: %w", err), "use a directory only you can write, e.g. $XDG_RUNTIME_DIR/sharedos (chmod 700 it)")
+	if _, err := sockpath.MakeDirs(filepath.Dir(path), trusted); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSocketDir, err)
 	}
+	lock, err := lockBeside(path, trusted)
+	if err != nil {
+		return nil, err
+	}
+	l, err := listenLocked(path)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	l.lock = lock
+	return l, nil
+}
+
+// lockBeside opens and flocks path + ".lock". The file is never removed:
+// a kernel that removed it on exit would let the next two kernels lock
+// two different files of the same name.
+func lockBeside(path string, trusted sockpath.Trusted) (*os.File, error) {
+	name := path + ".lock"
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w: open lock file: %w", ErrSocketDir, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", name)
+	}
+	if err == nil {
+		err = sockpath.CheckFile(name, fi, trusted)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: lock file: %w", ErrSocketDir, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w on %s (it holds %s)", ErrAlreadyRunning, path, name)
+		}
+		return nil, fmt.Errorf("%w: lock %s: %w", ErrSocketDir, name, err)
+	}
+	return f, nil
+}
+
+// listenLocked binds path; the caller holds the path's lock.
+func listenLocked(path string) (*Listener, error) {
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, cli.Hintf(fmt.Errorf("listen: %w", err), "check that %s is writable", dir)
+		return nil, fmt.Errorf("%w: %w", ErrBind, err)
+	}
+	// Close decides itself whether the path is still ours to remove.
+	ln.SetUnlinkOnClose(false)
+	fail := func(err error) (*Listener, error) {
+		ln.Close()
+		_ = os.Remove(path) // ours: nobody else binds while we hold the lock
+		return nil, err
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("chmod socket: %w", err)
+		return fail(fmt.Errorf("chmod socket: %w", err))
 	}
-	return ln, nil
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fail(fmt.Errorf("stat socket: %w", err))
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return &Listener{UnixListener: ln, path: path, dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
 }
 
 func removeStale(path string) error {
@@ -61,18 +157,51 @@ func removeStale(path string) error {
 		return fmt.Errorf("check socket path: %w", err)
 	}
 	if fi.Mode()&fs.ModeSocket == 0 {
-		return cli.Hintf(fmt.Errorf("%s exists and is not a socket", path), "remove it yourself or pick another --socket")
+		return fmt.Errorf("%s exists and is %w", path, ErrNotASocket)
 	}
 	c, err := net.Dial("unix", path)
 	if err == nil {
 		c.Close()
-		return cli.Hintf(fmt.Errorf("%w on %s", ErrAlreadyRunning, path), "stop that kernel first, or pass another --socket")
+		return fmt.Errorf("%w on %s", ErrAlreadyRunning, path)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return cli.Hintf(fmt.Errorf("check socket %s: %w", path, err), "remove it yourself if no kernel uses it")
+		return fmt.Errorf("%w %s: %w", ErrSocketUnchecked, path, err)
 	}
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("remove stale socket: %w", err)
 	}
 	return nil
+}
+
+// Path is the socket path the Listener serves.
+func (l *Listener) Path() string { return l.path }
+
+// StopAccepting closes the socket without giving up the path: the lock is
+// still held, so no other kernel takes the path while this one finishes
+// its turns. Close does the rest.
+func (l *Listener) StopAccepting() error {
+	if err := l.UnixListener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close stops accepting, removes the socket file if it is still the one
+// Listen created (same device and inode: a socket another kernel bound
+// after this one's was removed is left alone), and releases the lock.
+// Calling it again returns the first call's result.
+func (l *Listener) Close() error {
+	l.once.Do(func() {
+		err := l.StopAccepting()
+		if fi, serr := os.Lstat(l.path); serr == nil {
+			st := fi.Sys().(*syscall.Stat_t)
+			if fi.Mode()&fs.ModeSocket != 0 && uint64(st.Dev) == l.dev && uint64(st.Ino) == l.ino {
+				if rerr := os.Remove(l.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+					err = errors.Join(err, fmt.Errorf("remove socket: %w", rerr))
+				}
+			}
+		}
+		l.closeErr = errors.Join(err, l.lock.Close()) // closing the file releases the flock
+	})
+	return l.closeErr
 }

@@ -56,10 +56,12 @@ type Server struct {
 }
 
 // Serve accepts connections on ln until ctx is cancelled or the audit log
-// fails. On the way out it closes the listener (removing the socket file),
-// closes every open turn (each records turn.closed) and syncs the audit
-// log. It returns nil after a cancellation and the audit error otherwise.
-func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+// fails. On the way out it stops accepting, closes every open turn (each
+// records turn.closed), syncs the audit log, and only then closes ln
+// (removing the socket file and releasing its lock), so no other kernel
+// takes the path while this one still has turns. It returns nil after a
+// cancellation and the audit error otherwise.
+func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	if s.Audit == nil {
 		return errors.New("kernel: no audit log")
 	}
@@ -92,7 +94,7 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	s.stop = stop
 	go func() {
 		<-ctx.Done()
-		ln.Close()
+		_ = ln.StopAccepting()
 	}()
 
 	var wg sync.WaitGroup
@@ -137,6 +139,9 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	s.mu.Unlock()
 	wg.Wait()
 	syncErr := s.Audit.Sync()
+	if err := ln.Close(); err != nil {
+		s.Log.Warn().Err(err).Str("socket", ln.Path()).Msg("closing the socket")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return errors.Join(s.err, syncErr)

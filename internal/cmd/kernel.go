@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
@@ -65,13 +66,13 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	defer closeLog()
-	audit, err := kernel.OpenAuditLog(cfg.AuditLog)
+	audit, err := kernel.OpenAuditLog(cfg.AuditLog, kernel.AuditLogger(log))
 	if err != nil {
-		return cli.Hintf(err, "pass --audit FILE in a directory you can write")
+		return auditOpenHint(err)
 	}
 	ln, err := kernel.Listen(cfg.Socket)
 	if err != nil {
-		return errors.Join(err, audit.Close())
+		return errors.Join(listenHint(err, cfg.Socket), audit.Close())
 	}
 	fmt.Fprintf(stdio.Err, "%s: kernel listening on %s (files root %s, audit log %s)\n", prog, cfg.Socket, rootDir, cfg.AuditLog)
 	if *configFile == "" {
@@ -91,4 +92,34 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return cli.Hintf(err, "check the audit log's disk; the kernel stops rather than serve unrecorded")
 	}
 	return nil
+}
+
+func auditOpenHint(err error) error {
+	switch {
+	case errors.Is(err, sockpath.ErrUntrusted):
+		return cli.Hintf(err, "the audit log and every directory above it must be yours (or root's) and not writable by others; chmod go-w them, or pass --audit FILE in a directory of mode 0700")
+	case errors.Is(err, kernel.ErrAuditLogBusy):
+		return cli.Hintf(err, "another kernel writes this audit log: stop it, or pass --audit FILE")
+	}
+	return cli.Hintf(err, "pass --audit FILE in a directory you can write")
+}
+
+func listenHint(err error, socket string) error {
+	switch {
+	case errors.Is(err, sockpath.ErrTooLong):
+		return cli.Hintf(err, "pick a shorter --socket path")
+	case errors.Is(err, sockpath.ErrUntrusted):
+		return cli.Hintf(err, "use a directory only you can write, e.g. $XDG_RUNTIME_DIR/sharedos (chmod 700 it)")
+	case errors.Is(err, kernel.ErrSocketDir):
+		return cli.Hintf(err, "pick a --socket in a directory you can create")
+	case errors.Is(err, kernel.ErrNotASocket):
+		return cli.Hintf(err, "remove it yourself or pick another --socket")
+	case errors.Is(err, kernel.ErrAlreadyRunning):
+		return cli.Hintf(err, "stop that kernel first, or pass another --socket")
+	case errors.Is(err, kernel.ErrSocketUnchecked):
+		return cli.Hintf(err, "remove it yourself if no kernel uses it")
+	case errors.Is(err, kernel.ErrBind):
+		return cli.Hintf(err, "check that %s is writable", filepath.Dir(socket))
+	}
+	return err
 }

@@ -1,6 +1,6 @@
-// Package sockpath finds the kernel socket and decides whether a socket
-// path can be trusted: the socket itself, and every directory above it,
-// must be out of reach of other users.
+// Package sockpath finds the kernel socket and decides whether a path can
+// be trusted: everything it passes through on the way, directories and
+// symlinks alike, must be out of reach of other users.
 package sockpath
 
 import (
@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -44,6 +45,20 @@ func Default(getenv func(string) string) string {
 // ErrTooLong reports a socket path longer than the OS allows.
 var ErrTooLong = errors.New("socket path too long")
 
+// ErrUntrusted is wrapped by the errors that report a path passing
+// through something another user owns or can write: a directory, a
+// symlink, or the file at its end. Their text names that thing alone.
+var ErrUntrusted = errors.New("path is not out of other users' reach")
+
+type untrustedError struct{ msg string }
+
+func (e *untrustedError) Error() string { return e.msg }
+func (e *untrustedError) Unwrap() error { return ErrUntrusted }
+
+func untrusted(format string, args ...any) error {
+	return &untrustedError{fmt.Sprintf(format, args...)}
+}
+
 // CheckLen returns ErrTooLong (wrapped, with the limit) for a path the
 // kernel could never bind or the shim never dial.
 func CheckLen(path string) error {
@@ -57,30 +72,100 @@ func CheckLen(path string) error {
 // above it. Root is always trusted by callers that build this.
 type Trusted func(uid uint32) bool
 
-// CheckDirs checks dir and every directory above it (after resolving
-// symlinks in them): each must be owned by a trusted uid and must not be
-// writable by group or others unless the sticky bit is set.
+// maxLinks bounds the symlinks one walk follows, as the kernel's own
+// lookup does (Linux gives up after 40).
+const maxLinks = 40
+
+// CheckDirs walks dir from / one component at a time, without following
+// anything it has not checked first: every directory on the way must be
+// owned by a trusted uid and not writable by group or others unless it is
+// sticky, and every symlink on the way must be owned by a trusted uid (in
+// a sticky directory such as /tmp anyone may plant a link, and only its
+// owner can re-point it), after which its target is walked the same way.
+// Errors about ownership and modes wrap ErrUntrusted; a missing component
+// wraps fs.ErrNotExist.
 func CheckDirs(dir string, trusted Trusted) error {
-	real, err := filepath.EvalSymlinks(dir)
+	_, err := walk(dir, trusted, false)
+	return err
+}
+
+// MakeDirs is CheckDirs that creates each missing directory (mode 0700) as
+// it reaches it, so nothing is ever created under a directory that has not
+// passed the check. It returns dir with every symlink resolved.
+func MakeDirs(dir string, trusted Trusted) (string, error) {
+	return walk(dir, trusted, true)
+}
+
+func walk(path string, trusted Trusted, create bool) (string, error) {
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return fmt.Errorf("resolve %s: %w", dir, err)
+		return "", fmt.Errorf("resolve %s: %w", path, err)
 	}
-	real, err = filepath.Abs(real)
+	fi, err := os.Lstat("/")
 	if err != nil {
-		return err
+		return "", err
 	}
-	for d := real; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
+	if err := checkEntry("/", fi, trusted); err != nil {
+		return "", err
+	}
+	cur := "/"
+	todo := components(abs)
+	links := 0
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		if name == ".." {
+			// cur holds no symlink, so its parent is the real one.
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
+		if create && errors.Is(err, fs.ErrNotExist) {
+			// A name that appears between the Lstat and the Mkdir is not
+			// ours: Mkdir then fails or the Lstat below checks its owner.
+			if err := os.Mkdir(next, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return "", fmt.Errorf("create %s: %w", next, err)
+			}
+			fi, err = os.Lstat(next)
+		}
 		if err != nil {
-			return err
+			return "", err
 		}
-		if err := checkEntry(d, fi, trusted); err != nil {
-			return err
+		if err := checkEntry(next, fi, trusted); err != nil {
+			return "", err
 		}
-		if d == filepath.Dir(d) {
-			return nil
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if links++; links > maxLinks {
+				return "", fmt.Errorf("%s: more than %d symlinks on the way", path, maxLinks)
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return "", err
+			}
+			if filepath.IsAbs(target) {
+				cur = "/"
+			}
+			todo = append(components(target), todo...)
+		case fi.IsDir():
+			cur = next
+		default:
+			return "", fmt.Errorf("%s: %w", next, syscall.ENOTDIR)
 		}
 	}
+	return cur, nil
+}
+
+// components splits a path into its names, dropping empty ones and ".".
+func components(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func checkEntry(path string, fi fs.FileInfo, trusted Trusted) error {
@@ -89,10 +174,26 @@ func checkEntry(path string, fi fs.FileInfo, trusted Trusted) error {
 		return fmt.Errorf("%s: cannot read its owner", path)
 	}
 	if !trusted(st.Uid) {
-		return fmt.Errorf("%s is owned by uid %d, which is not trusted", path, st.Uid)
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return untrusted("%s is a symlink owned by uid %d, which is not trusted: its owner can re-point it", path, st.Uid)
+		}
+		return untrusted("%s is owned by uid %d, which is not trusted", path, st.Uid)
 	}
 	if fi.IsDir() && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-		return fmt.Errorf("%s is writable by other users (mode %v) and not sticky", path, fi.Mode().Perm())
+		return untrusted("%s is writable by other users (mode %v) and not sticky", path, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// CheckFile checks the entry fi, found at path, that a trusted directory
+// holds: it must be owned by a trusted uid and, unless it is a directory
+// (CheckDirs decides those), not writable by group or others.
+func CheckFile(path string, fi fs.FileInfo, trusted Trusted) error {
+	if err := checkEntry(path, fi, trusted); err != nil {
+		return err
+	}
+	if !fi.IsDir() && fi.Mode().Perm()&0o022 != 0 {
+		return untrusted("%s is writable by other users (mode %v)", path, fi.Mode().Perm())
 	}
 	return nil
 }
@@ -103,7 +204,13 @@ func CheckSocket(path string, trusted Trusted) error {
 	if err := CheckLen(path); err != nil {
 		return err
 	}
-	fi, err := os.Lstat(path)
+	dir, err := walk(filepath.Dir(path), trusted, false)
+	if err != nil {
+		return err
+	}
+	// The directory is trusted and resolved, so what is in it now is what
+	// a connect to path will reach.
+	fi, err := os.Lstat(filepath.Join(dir, filepath.Base(path)))
 	if err != nil {
 		return err
 	}
@@ -113,8 +220,5 @@ func CheckSocket(path string, trusted Trusted) error {
 	if fi.Mode()&fs.ModeSocket == 0 {
 		return fmt.Errorf("%s is not a socket", path)
 	}
-	if err := checkEntry(path, fi, trusted); err != nil {
-		return err
-	}
-	return CheckDirs(filepath.Dir(path), trusted)
+	return checkEntry(path, fi, trusted)
 }

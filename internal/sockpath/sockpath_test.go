@@ -101,6 +101,42 @@ func TestCheckSocket(t *testing.T) {
 			}
 			return p
 		}, "uid 12345"},
+		{"a directory reached through another user's symlink in a sticky directory is refused", func(t *testing.T) string {
+			if os.Getuid() != 0 {
+				t.Skip("two-user case: chown to another uid needs root (CI runs the tests as root)")
+			}
+			sticky := shortDir(t)
+			os.Chmod(sticky, 0o777|os.ModeSticky)
+			p := listen(t, shortDir(t))
+			link := filepath.Join(sticky, "run")
+			if err := os.Symlink(filepath.Dir(p), link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(link, 12345, 12345); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(link, filepath.Base(p))
+		}, "symlink owned by uid 12345"},
+		{"a directory reached through a symlink of our own is accepted", func(t *testing.T) string {
+			sticky := shortDir(t)
+			os.Chmod(sticky, 0o777|os.ModeSticky)
+			p := listen(t, shortDir(t))
+			link := filepath.Join(sticky, "run")
+			if err := os.Symlink("../"+filepath.Base(filepath.Dir(p)), link); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(link, filepath.Base(p))
+		}, ""},
+		{"a symlink loop is refused", func(t *testing.T) string {
+			dir := shortDir(t)
+			if err := os.Symlink("b", filepath.Join(dir, "a")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("a", filepath.Join(dir, "b")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(dir, "a", "k.sock")
+		}, "symlinks on the way"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,4 +182,43 @@ func TestDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestMakeDirs(t *testing.T) {
+	t.Run("creates what is missing 0700 and returns the real path", func(t *testing.T) {
+		base := shortDir(t)
+		if err := os.Symlink(base, filepath.Join(base, "self")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := MakeDirs(filepath.Join(base, "self", "a", "b"), ownUIDOrRoot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(base, "a", "b"); got != want {
+			t.Errorf("MakeDirs = %s, want %s", got, want)
+		}
+		for _, d := range []string{filepath.Join(base, "a"), filepath.Join(base, "a", "b")} {
+			if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+				t.Errorf("%s: %v %v, want a 0700 directory", d, fi, err)
+			}
+		}
+	})
+	t.Run("creates nothing under a directory others can write", func(t *testing.T) {
+		open := shortDir(t)
+		os.Chmod(open, 0o777)
+		_, err := MakeDirs(filepath.Join(open, "a", "b"), ownUIDOrRoot)
+		if !errors.Is(err, ErrUntrusted) {
+			t.Errorf("MakeDirs: %v, want ErrUntrusted", err)
+		}
+		if _, err := os.Lstat(filepath.Join(open, "a")); !os.IsNotExist(err) {
+			t.Errorf("a directory was created: %v", err)
+		}
+	})
+	t.Run("a file on the way is not a directory", func(t *testing.T) {
+		p := filepath.Join(shortDir(t), "f")
+		os.WriteFile(p, nil, 0o600)
+		if _, err := MakeDirs(filepath.Join(p, "a"), ownUIDOrRoot); err == nil || !strings.Contains(err.Error(), "not a directory") {
+			t.Errorf("MakeDirs through a file: %v", err)
+		}
+	})
 }
