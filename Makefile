@@ -9,10 +9,10 @@ FUZZTIME ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help build install test lint fuzz bench bench-relay demo snapshot golden conformance
+.PHONY: help build install test lint fuzz bench bench-relay demo snapshot golden conformance conformance-mcp
 
 help: ## list the targets
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 build: ## build a static, version-stamped ./sharedos-mcp
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) .
@@ -50,3 +50,7 @@ golden: ## rewrite golden files from the current output; review the diff
 
 conformance: ## drive the installed harness CLIs end to end; writes conformance/RESULTS.md
 	go run ./conformance
+
+conformance-mcp: ## the official MCP conformance suite against serve and the reference kernel; writes conformance/mcp/RESULTS.md
+	npm ci --prefix conformance/mcp --no-audit --no-fund --loglevel=error
+	go run ./conformance/mcp
