@@ -231,7 +231,7 @@ func loadKernelConfig(configFile, rootFlag string) (kernel.Config, error) {
 		case errors.Is(err, iofs.ErrNotExist) && configFile != "":
 			return cfg, cli.Hintf(fmt.Errorf("no config file at %s", file), "'%s kernel init --config %s' writes a commented starter there", prog, file)
 		case err != nil:
-			return cfg, cli.Hintf(err, "fix the config; 'kernel init --config NEW' writes a starter that shows every key, and 'kernel check%s' checks it", configArg(configFile))
+			return cfg, cli.Hintf(err, "fix the config; '%s kernel init --config NEW.toml' writes a starter that shows every key, and '%s kernel check%s' checks it", prog, prog, configArg(configFile))
 		}
 		cfg = c
 	} else {
@@ -278,11 +278,16 @@ func summarize(cfg kernel.Config) kernel.Summary {
 
 // printAllowances prints, per grant subject, a table of what it may do.
 func printAllowances(w io.Writer, cfg kernel.Config, sum kernel.Summary) {
+	wildcard := false
 	for _, sub := range sum.Subjects {
-		if sub.Subject == policy.SubjectWildcard {
+		switch {
+		case sub.Subject == policy.SubjectWildcard:
+			wildcard = true
 			fmt.Fprintf(w, "every integration (%s) may:\n", sub.Subject)
-		} else {
-			fmt.Fprintf(w, "%s may (besides what every integration may):\n", sub.Subject)
+		case wildcard:
+			fmt.Fprintf(w, "%s may also:\n", sub.Subject)
+		default:
+			fmt.Fprintf(w, "%s may:\n", sub.Subject)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  TOOL\tACTION\tON\tUNTIL\tGRANT")
