@@ -69,7 +69,7 @@ func TestCatalogDefaultsTheIntegrationToTheHarnessAndShowsItsAliases(t *testing.
 		{"integration", "claude-code"},
 		{"catalogHash", k.Hash, "(matches", "the", "published", "projection)"},
 		{"tools", strconv.Itoa(len(kerneltest.Catalogue))},
-		// The form Claude Code was observed to show (HARNESS-DRIVING.md).
+		// The form Claude Code was observed to show (docs/harness-driving.md).
 		{"claude-code", "files.read", "mcp__sharedos__files_read", "rewritten"},
 	} {
 		if !hasRow(stdout, want...) {
