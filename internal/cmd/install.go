@@ -42,14 +42,11 @@ func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 	}
 	// The socket a kernel started from this shell listens on; the entry
 	// names it unless every way of starting the harness finds it anyway.
-	kernelSocket, sockArg := sockpath.Default(os.Getenv), ""
+	sockArg := install.SocketArg(sockpath.Default(os.Getenv), os.Getenv)
 	if *socket != "" {
-		if kernelSocket, err = filepath.Abs(*socket); err != nil {
+		if sockArg, err = filepath.Abs(*socket); err != nil {
 			return fmt.Errorf("install: resolve --socket: %w", err)
 		}
-		sockArg = kernelSocket
-	} else {
-		sockArg = install.SocketArg(kernelSocket, os.Getenv)
 	}
 	exe, err := os.Executable()
 	if err == nil {
