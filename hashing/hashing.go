@@ -1,5 +1,5 @@
 // Package hashing computes catalogHash, the identity of the tool set a
-// turn published, as CATALOG-HASH.md fixes it to the byte: the published
+// turn published, as docs/catalog-hash.md fixes it to the byte: the published
 // projection of each kernel definition, sorted by name, serialised
 // canonically (object keys in CLDR root collation order, strings and
 // numbers as ECMAScript writes them), hashed with SHA-256. It must agree

@@ -48,7 +48,7 @@ func TestCanonicalJSON(t *testing.T) {
 }
 
 func TestSortKeyOrder(t *testing.T) {
-	// The orders CATALOG-HASH.md states, and the fixed keys Canonical and
+	// The orders docs/catalog-hash.md states, and the fixed keys Canonical and
 	// AppendMCP write without consulting the collator.
 	orders := [][]string{
 		{"minimum", "minLength"},

@@ -18,7 +18,7 @@ import (
 //
 //   - claude-code: "mcp__" + server + "__" + tool, every character outside
 //     [A-Za-z0-9_-] replaced by "_" (observed against Claude Code 2.1.197,
-//     docs HARNESS-DRIVING.md). Claude Code does not shorten names; one
+//     docs/harness-driving.md). Claude Code does not shorten names; one
 //     over 64 characters is flagged TooLong, since the model API refuses
 //     it.
 //   - codex: the same form and character rule; a name over 64 characters

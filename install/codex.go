@@ -166,14 +166,25 @@ func isTable(x tomlExpr, key []string) bool {
 }
 
 func codexCommand(m map[string]any) (found bool, command string) {
+	found, e := codexEntry(m)
+	return found, e.Command
+}
+
+func codexEntry(m map[string]any) (found bool, e Entry) {
 	servers, _ := m["mcp_servers"].(map[string]any)
 	entry, ok := servers[ServerName]
 	if !ok {
-		return false, ""
+		return false, Entry{}
 	}
 	t, _ := entry.(map[string]any)
-	command, _ = t["command"].(string)
-	return true, command
+	e.Command, _ = t["command"].(string)
+	args, _ := t["args"].([]any)
+	for _, a := range args {
+		if s, ok := a.(string); ok {
+			e.Args = append(e.Args, s)
+		}
+	}
+	return true, e
 }
 
 func (codexFormat) merge(src []byte, e Entry) ([]byte, error) {
@@ -252,11 +263,11 @@ func (codexFormat) remove(src []byte) ([]byte, error) {
 	return out, nil
 }
 
-func (codexFormat) inspect(src []byte) (bool, string, error) {
+func (codexFormat) inspect(src []byte) (bool, Entry, error) {
 	m, err := tomlDecode(src)
 	if err != nil {
-		return false, "", err
+		return false, Entry{}, err
 	}
-	found, cmd := codexCommand(m)
-	return found, cmd, nil
+	found, e := codexEntry(m)
+	return found, e, nil
 }

@@ -124,10 +124,23 @@ func ourRow(items []*yaml.Node) int {
 }
 
 func rowCommand(row *yaml.Node) string {
-	if c := yamlGet(yamlGet(yamlGet(row, "insert"), "config"), "command"); c != nil && c.Kind == yaml.ScalarNode {
-		return c.Value
+	return rowEntry(row).Command
+}
+
+func rowEntry(row *yaml.Node) Entry {
+	var e Entry
+	config := yamlGet(yamlGet(row, "insert"), "config")
+	if c := yamlGet(config, "command"); c != nil && c.Kind == yaml.ScalarNode {
+		e.Command = c.Value
 	}
-	return ""
+	if args := yamlGet(config, "args"); args != nil && args.Kind == yaml.SequenceNode {
+		for _, a := range args.Content {
+			if a.Kind == yaml.ScalarNode {
+				e.Args = append(e.Args, a.Value)
+			}
+		}
+	}
+	return e
 }
 
 // lineStarts returns the offset of every line of src, plus len(src).
@@ -215,14 +228,14 @@ func (deepseekFormat) remove(src []byte) ([]byte, error) {
 	return splice(src, start, end, ""), nil
 }
 
-func (deepseekFormat) inspect(src []byte) (bool, string, error) {
+func (deepseekFormat) inspect(src []byte) (bool, Entry, error) {
 	items, err := yamlRows(src)
 	if err != nil {
-		return false, "", err
+		return false, Entry{}, err
 	}
 	i := ourRow(items)
 	if i < 0 {
-		return false, "", nil
+		return false, Entry{}, nil
 	}
-	return true, rowCommand(items[i]), nil
+	return true, rowEntry(items[i]), nil
 }

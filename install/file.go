@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Change is one planned edit of a config file: what it holds now and what
@@ -16,6 +17,9 @@ type Change struct {
 	Before  []byte // nil when the file does not exist
 	After   []byte
 	Existed bool
+	// ScriptMode is what the install did about the harness's script
+	// mode; ScriptModeNone for a harness without one, and for uninstall.
+	ScriptMode ScriptModeEdit
 }
 
 // Changed reports whether applying the change would alter the file.
@@ -33,14 +37,15 @@ func (c Change) Diff() string {
 }
 
 // PlanInstall reads the harness's file for scope and returns the edit that
-// sets our entry to e. A file that does not parse is refused with an
+// sets our entry to e, and for a harness with a script mode turns it off
+// unless opts keep it. A file that does not parse is refused with an
 // error naming it and wrapping a *ParseError.
-func PlanInstall(h Harness, scope Scope, env Env, e Entry) (Change, error) {
+func PlanInstall(h Harness, scope Scope, env Env, e Entry, opts Options) (Change, error) {
 	c, err := readPlan(h, scope, env)
 	if err != nil {
 		return Change{}, err
 	}
-	c.After, err = h.Render(c.Before, e)
+	c.After, c.ScriptMode, err = h.RenderInstall(c.Before, e, opts)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s: %w", c.Path, err)
 	}
@@ -82,20 +87,73 @@ func readPlan(h Harness, scope Scope, env Env) (Change, error) {
 	return c, nil
 }
 
-// Inspect reports, for doctor, whether the harness's file for scope holds
-// our entry and the command that entry runs ("" when it has none). A
-// missing file is not an error: found is false. A file that does not
-// parse is an error wrapping a *ParseError.
-func Inspect(h Harness, scope Scope, env Env) (path string, found bool, command string, err error) {
+// Installed is what one harness's file for one scope holds of ours.
+type Installed struct {
+	Harness Harness
+	Scope   Scope
+	Path    string // "" when the file cannot even be located (Err says why)
+	Found   bool   // the file holds our entry
+	Entry   Entry  // what the entry runs; Command is "" when it has none
+}
+
+// Integration is the name the entry announces to the kernel: its
+// --integration value, "" when it has none.
+func (in Installed) Integration() string {
+	v, _ := in.Entry.Flag("integration")
+	return v
+}
+
+// Socket is the entry's --socket value, "" when it relies on serve's
+// default.
+func (in Installed) Socket() string {
+	v, _ := in.Entry.Flag("socket")
+	return v
+}
+
+// Inspect reports whether the harness's file for scope holds our entry
+// and what that entry runs. A missing file is not an error: Found is
+// false. A file that does not parse is an error wrapping a *ParseError;
+// a file that cannot be located is an error with Path "".
+func Inspect(h Harness, scope Scope, env Env) (Installed, error) {
+	in := Installed{Harness: h, Scope: scope}
 	c, err := readPlan(h, scope, env)
+	in.Path = c.Path
 	if err != nil || !c.Existed {
-		return c.Path, false, "", err
+		return in, err
 	}
-	found, command, err = h.Find(c.Before)
+	in.Found, in.Entry, err = h.Find(c.Before)
 	if err != nil {
-		return c.Path, false, "", fmt.Errorf("%s: %w", c.Path, err)
+		return in, fmt.Errorf("%s: %w", c.Path, err)
 	}
-	return c.Path, found, command, nil
+	return in, nil
+}
+
+// InspectAll runs Inspect for every harness and scope, in the order
+// Harnesses lists them, user scope first. errs[i] is Inspect's error
+// for found[i].
+func InspectAll(env Env) (found []Installed, errs []error) {
+	for _, h := range harnesses {
+		for _, scope := range []Scope{ScopeUser, ScopeProject} {
+			in, err := Inspect(h, scope, env)
+			found = append(found, in)
+			errs = append(errs, err)
+		}
+	}
+	return found, errs
+}
+
+// Integrations returns the distinct integration names that installed
+// entries announce, in InspectAll's order. Files that cannot be read are
+// passed over: doctor reports them.
+func Integrations(env Env) []string {
+	var names []string
+	found, _ := InspectAll(env)
+	for _, in := range found {
+		if n := in.Integration(); in.Found && n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // ErrConcurrentEdit is a file that changed between the plan and Apply.

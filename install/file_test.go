@@ -27,7 +27,7 @@ func writeFile(t *testing.T, path, data string, mode os.FileMode) {
 func TestApplyCreatesPrivateFilesAndDirectories(t *testing.T) {
 	env := testEnv(t)
 	h := mustHarness(t, "pi")
-	c, err := PlanInstall(h, ScopeUser, env, NewEntry("/s", "pi", ""))
+	c, err := PlanInstall(h, ScopeUser, env, NewEntry("/s", "pi", ""), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +47,13 @@ func TestApplyCreatesPrivateFilesAndDirectories(t *testing.T) {
 			t.Errorf("%s: %v, %v; want mode %v", path, fi.Mode().Perm(), err, want)
 		}
 	}
-	again, err := PlanInstall(h, ScopeUser, env, NewEntry("/s", "pi", ""))
+	again, err := PlanInstall(h, ScopeUser, env, NewEntry("/s", "pi", ""), Options{})
 	if err != nil || again.Changed() || again.Diff() != "" {
 		t.Errorf("second plan: changed=%v diff=%q err=%v", again.Changed(), again.Diff(), err)
 	}
-	path, found, cmd, err := Inspect(h, ScopeUser, env)
-	if err != nil || !found || cmd != "/s" || path != filepath.Join(env.Home, ".pi", "agent", "mcp.json") {
-		t.Errorf("Inspect = %q, %v, %q, %v", path, found, cmd, err)
+	in, err := Inspect(h, ScopeUser, env)
+	if err != nil || !in.Found || in.Entry.Command != "/s" || in.Integration() != "pi" || in.Path != filepath.Join(env.Home, ".pi", "agent", "mcp.json") {
+		t.Errorf("Inspect = %+v, %v", in, err)
 	}
 }
 
@@ -66,7 +66,7 @@ func TestApplyKeepsTheModeAndWritesThroughSymlinks(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	c, err := PlanInstall(h, ScopeProject, env, NewEntry("/s", "claude-code", ""))
+	c, err := PlanInstall(h, ScopeProject, env, NewEntry("/s", "claude-code", ""), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestApplyKeepsTheModeAndWritesThroughSymlinks(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o640 {
 		t.Errorf("target mode %v, %v; want 0640", fi.Mode().Perm(), err)
 	}
-	if _, found, _, _ := Inspect(h, ScopeProject, env); !found {
+	if in, _ := Inspect(h, ScopeProject, env); !in.Found {
 		t.Error("the entry is not in the symlink's target")
 	}
 	entries, _ := os.ReadDir(filepath.Dir(real))
@@ -94,7 +94,7 @@ func TestApplyRefusesAFileChangedSinceThePlan(t *testing.T) {
 	h := mustHarness(t, "gemini")
 	path := filepath.Join(env.Home, ".gemini", "settings.json")
 	writeFile(t, path, "{}\n", 0o600)
-	c, err := PlanInstall(h, ScopeUser, env, NewEntry("/s", "gemini", ""))
+	c, err := PlanInstall(h, ScopeUser, env, NewEntry("/s", "gemini", ""), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,16 +120,16 @@ func TestPlansForMissingAndBrokenFiles(t *testing.T) {
 	if err != nil || c.Changed() || c.Existed {
 		t.Errorf("uninstall from a missing file: %+v, %v", c, err)
 	}
-	if _, found, _, err := Inspect(h, ScopeUser, env); found || err != nil {
-		t.Errorf("Inspect of a missing file: %v, %v", found, err)
+	if in, err := Inspect(h, ScopeUser, env); in.Found || err != nil {
+		t.Errorf("Inspect of a missing file: %+v, %v", in, err)
 	}
 	path := filepath.Join(env.Home, ".codex", "config.toml")
 	writeFile(t, path, "model = \n", 0o600)
 	var pe *ParseError
-	if _, err := PlanInstall(h, ScopeUser, env, NewEntry("/s", "codex", "")); !errors.As(err, &pe) || !strings.Contains(err.Error(), path+": line 1") {
+	if _, err := PlanInstall(h, ScopeUser, env, NewEntry("/s", "codex", ""), Options{}); !errors.As(err, &pe) || !strings.Contains(err.Error(), path+": line 1") {
 		t.Errorf("install into a broken file: %v", err)
 	}
-	if _, _, _, err := Inspect(h, ScopeUser, env); !errors.As(err, &pe) {
+	if _, err := Inspect(h, ScopeUser, env); !errors.As(err, &pe) {
 		t.Errorf("Inspect of a broken file: %v", err)
 	}
 }

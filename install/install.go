@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos-mcp/internal/nearest"
 )
 
 // ServerName is the name every harness knows the server by.
@@ -99,6 +101,29 @@ func NewEntry(command, integration, socket string) Entry {
 	return Entry{Command: command, Args: args}
 }
 
+// Flag returns the value of the serve flag name (without dashes) in the
+// entry's arguments, in any of the spellings Go's flag package takes
+// (-name v, --name v, -name=v, --name=v), and whether it is there.
+func (e Entry) Flag(name string) (string, bool) {
+	for i := 0; i < len(e.Args); i++ {
+		a := e.Args[i]
+		if a == "--" {
+			break
+		}
+		bare := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if bare == a {
+			continue
+		}
+		if k, v, ok := strings.Cut(bare, "="); ok && k == name {
+			return v, true
+		}
+		if bare == name && i+1 < len(e.Args) {
+			return e.Args[i+1], true
+		}
+	}
+	return "", false
+}
+
 // check refuses what no format can carry faithfully.
 func (e Entry) check() error {
 	if e.Command == "" {
@@ -118,16 +143,21 @@ type Harness struct {
 	Title  string // what people call it
 	Verify string // a command that shows the server is connected
 
+	// aka are other names people call it by, for suggestions.
+	aka         []string
 	userPath    func(Env) (string, error)
 	projectPath string // relative to Env.Dir
 	format      format
+	// scriptMode: the harness can run model-written code outside any
+	// MCP server, switched by settings.scriptMode (see scriptmode.go).
+	scriptMode bool
 }
 
 // format is one config file syntax and where our entry lives in it.
 type format interface {
 	merge(src []byte, e Entry) ([]byte, error)
 	remove(src []byte) ([]byte, error)
-	inspect(src []byte) (found bool, command string, err error)
+	inspect(src []byte) (found bool, e Entry, err error)
 }
 
 func homeFile(parts ...string) func(Env) (string, error) {
@@ -186,7 +216,7 @@ func stdioEntry(withEnv bool) func(Entry) obj {
 
 var harnesses = []Harness{
 	{
-		ID: "claude-code", Title: "Claude Code", Verify: "claude mcp list",
+		ID: "claude-code", Title: "Claude Code", Verify: "claude mcp list", aka: []string{"claude"},
 		userPath: homeFile(".claude.json"), projectPath: ".mcp.json",
 		format: jsonFormat{container: []string{"mcpServers"}, entry: stdioEntry(true)},
 	},
@@ -196,31 +226,31 @@ var harnesses = []Harness{
 		format: codexFormat{},
 	},
 	{
-		ID: "gemini", Title: "Gemini CLI", Verify: "gemini mcp list",
+		ID: "gemini", Title: "Gemini CLI", Verify: "gemini mcp list", aka: []string{"gemini-cli"},
 		userPath: homeFile(".gemini", "settings.json"), projectPath: filepath.Join(".gemini", "settings.json"),
 		format: jsonFormat{container: []string{"mcpServers"}, entry: func(e Entry) obj {
 			return obj{{"command", e.Command}, {"args", e.Args}, {"timeout", ToolTimeoutSec * 1000}}
 		}},
 	},
 	{
-		ID: "pi", Title: "Pi (pi-mcp-adapter)", Verify: "pi, then /mcp",
-		userPath: varOrHome("PI_CODING_AGENT_DIR", filepath.Join(".pi", "agent"), "mcp.json"), projectPath: filepath.Join(".pi", "mcp.json"),
+		ID: "pi", Title: "Pi (pi-mcp-adapter)", Verify: "pi, then /mcp", aka: []string{"pi-mcp-adapter", "pi-coding-agent"},
+		userPath: piUserPath, projectPath: filepath.Join(".pi", "mcp.json"), scriptMode: true,
 		format: jsonFormat{container: []string{"mcpServers"}, entry: func(e Entry) obj {
 			return obj{{"command", e.Command}, {"args", e.Args}, {"lifecycle", "eager"}, {"requestTimeoutMs", ToolTimeoutSec * 1000}}
 		}},
 	},
 	{
-		ID: "deepseek", Title: "DeepSeek Harness", Verify: "dsh, then /mcp",
+		ID: "deepseek", Title: "DeepSeek Harness", Verify: "dsh, then /mcp", aka: []string{"dsh"},
 		userPath: varOrHome("DSH_HOME", ".dsh", "cordis.patch.yml"), projectPath: filepath.Join(".dsh", "cordis.patch.yml"),
 		format: deepseekFormat{},
 	},
 	{
-		ID: "cursor", Title: "Cursor", Verify: "cursor-agent mcp list",
+		ID: "cursor", Title: "Cursor", Verify: "cursor-agent mcp list", aka: []string{"cursor-agent"},
 		userPath: homeFile(".cursor", "mcp.json"), projectPath: filepath.Join(".cursor", "mcp.json"),
 		format: jsonFormat{container: []string{"mcpServers"}, entry: stdioEntry(false)},
 	},
 	{
-		ID: "vscode", Title: "VS Code", Verify: "'MCP: List Servers' in the command palette",
+		ID: "vscode", Title: "VS Code", Verify: "'MCP: List Servers' in the command palette", aka: []string{"code", "visual-studio-code"},
 		userPath: vscodeUser, projectPath: filepath.Join(".vscode", "mcp.json"),
 		format: jsonFormat{container: []string{"servers"}, entry: stdioEntry(false)},
 	},
@@ -251,11 +281,26 @@ func Lookup(id string) (Harness, bool) {
 	return harnesses[i], true
 }
 
-// UnknownHarnessError is returned for an id Lookup does not know.
-type UnknownHarnessError struct{ ID string }
+// UnknownHarnessError is an id Lookup does not know. Suggestion is the
+// harness it most likely means, "" when none is close.
+type UnknownHarnessError struct{ ID, Suggestion string }
 
 func (e *UnknownHarnessError) Error() string {
-	return fmt.Sprintf("unknown harness %q (known: %s)", e.ID, strings.Join(Harnesses(), ", "))
+	return fmt.Sprintf("unknown harness %q", e.ID)
+}
+
+// LookupOrSuggest is Lookup that explains a miss: the error is an
+// *UnknownHarnessError naming the nearest harness (claude for
+// claude-code, gemini-cli for gemini).
+func LookupOrSuggest(id string) (Harness, error) {
+	if h, ok := Lookup(id); ok {
+		return h, nil
+	}
+	cs := make([]nearest.Candidate, len(harnesses))
+	for i, h := range harnesses {
+		cs[i] = nearest.Candidate{Name: h.ID, Other: append([]string{h.Title}, h.aka...)}
+	}
+	return Harness{}, &UnknownHarnessError{ID: id, Suggestion: nearest.Find(id, cs)}
 }
 
 // Path returns the file the harness reads for scope.
@@ -291,8 +336,9 @@ func (h Harness) Remove(src []byte) ([]byte, error) {
 	return h.format.remove(src)
 }
 
-// Find reports whether src holds our entry and the command it runs.
-func (h Harness) Find(src []byte) (found bool, command string, err error) {
+// Find reports whether src holds our entry and what it runs. An entry
+// without a command has an empty Command.
+func (h Harness) Find(src []byte) (found bool, e Entry, err error) {
 	return h.format.inspect(src)
 }
 

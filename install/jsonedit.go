@@ -474,27 +474,31 @@ func (f jsonFormat) remove(src []byte) ([]byte, error) {
 	return out, err
 }
 
-func (f jsonFormat) inspect(src []byte) (bool, string, error) {
+func (f jsonFormat) inspect(src []byte) (bool, Entry, error) {
 	n, err := jsonLookup(src, f.path())
 	if err != nil || n == nil {
-		return false, "", err
+		return false, Entry{}, err
 	}
+	var e Entry
 	if n.kind != '{' {
-		return true, "", nil
+		return true, e, nil
 	}
-	j, ok := n.member("command")
-	if !ok {
-		return true, "", nil
+	// Values of the wrong type read as absent: doctor reports the entry
+	// as one without a command, which is what the harness would make of it.
+	value := func(key string, v any) {
+		if j, ok := n.member(key); ok {
+			_ = json.Unmarshal(src[n.members[j].val.start:n.members[j].val.end], v)
+		}
 	}
-	raw := src[n.members[j].val.start:n.members[j].val.end]
-	var cmd string
 	if f.commandArray {
 		var argv []string
-		if json.Unmarshal(raw, &argv) == nil && len(argv) > 0 {
-			cmd = argv[0]
+		value("command", &argv)
+		if len(argv) > 0 {
+			e.Command, e.Args = argv[0], argv[1:]
 		}
 	} else {
-		_ = json.Unmarshal(raw, &cmd) // a non-string command reads as ""
+		value("command", &e.Command)
+		value("args", &e.Args)
 	}
-	return true, cmd, nil
+	return true, e, nil
 }

@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 
+	"github.com/sharedos/sharedos-mcp/internal/nearest"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -22,6 +27,56 @@ type Config struct {
 	AllowUIDs []uint32       // nil means the kernel's own uid
 	Root      string         // the files root, absolute
 	Grants    []policy.Grant // deny by default: only these allow anything
+
+	// File is the config file the values came from; "" for DefaultConfig.
+	File string
+	// Lines says where in File each value is, for messages.
+	Lines Lines
+}
+
+// Lines holds 1-based line numbers in a config file; 0 is unknown.
+type Lines struct {
+	Root   int   // [files] root
+	Grants []int // each [[grant]] header, in order
+}
+
+// GrantLine is the line of grant i's [[grant]] header (0-based i), 0
+// when unknown.
+func (c Config) GrantLine(i int) int {
+	if i < len(c.Lines.Grants) {
+		return c.Lines.Grants[i]
+	}
+	return 0
+}
+
+// GrantRef names grant i (0-based) for a message: "FILE:LINE: grant #N"
+// when the config came from a file, else "grant #N".
+func (c Config) GrantRef(i int) string {
+	switch line := c.GrantLine(i); {
+	case c.File == "":
+		return fmt.Sprintf("grant #%d", i+1)
+	case line > 0:
+		return fmt.Sprintf("%s:%d: grant #%d", c.File, line, i+1)
+	}
+	return fmt.Sprintf("%s: grant #%d", c.File, i+1)
+}
+
+// RootRef names where the files root was set, "[files] root at FILE:LINE",
+// or "" when the config did not set it.
+func (c Config) RootRef() string {
+	if c.File == "" || c.Lines.Root == 0 {
+		return ""
+	}
+	return fmt.Sprintf("[files] root at %s:%d", c.File, c.Lines.Root)
+}
+
+// Namespaces returns the resource namespaces a grant in this config can
+// name: the built-in tools' (files, sharedos). A namespace not in the
+// list is a grant that could never match anything, so ParseConfig
+// refuses it. The list is the config's so that the namespaces of
+// upstream servers it declares can join it.
+func (c Config) Namespaces() []string {
+	return []string{namespaceFiles, namespaceSharedOS}
 }
 
 // fileConfig is the TOML document. Unknown keys are an error, so a typo in
@@ -60,46 +115,121 @@ func DefaultConfig(root string) Config {
 	}
 }
 
-// LoadConfig reads and validates a TOML config file. Errors name the file
-// and, for anything the decoder saw, the line and column. Relative paths
-// in the file are taken relative to the file's directory, not to wherever
-// the kernel happens to be started.
+// ConfigError is a config file that cannot be used as it stands. Its
+// message names the file and, where known, the line.
+type ConfigError struct {
+	File string
+	Err  error
+}
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// DefaultConfigPath is where the kernel looks for its config when it is
+// given none: $XDG_CONFIG_HOME/sharedos/kernel.toml, else
+// ~/.config/sharedos/kernel.toml. A relative $XDG_CONFIG_HOME is ignored,
+// as the XDG base directory specification asks.
+func DefaultConfigPath(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "sharedos", "kernel.toml"), nil
+	}
+	home := getenv("HOME")
+	if home == "" {
+		return "", errors.New("neither XDG_CONFIG_HOME nor HOME is set")
+	}
+	return filepath.Join(home, ".config", "sharedos", "kernel.toml"), nil
+}
+
+// LoadConfig reads and validates a TOML config file. Errors are
+// *ConfigError and name the file and, for anything the decoder saw, the
+// line and column. In the file's paths a leading ~ is the home directory,
+// and relative paths are taken relative to the file's directory, not to
+// wherever the kernel happens to be started.
 func LoadConfig(file string) (Config, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return Config{}, fmt.Errorf("read config: %w", err)
+		return Config{}, &ConfigError{File: file, Err: fmt.Errorf("read config: %w", err)}
 	}
 	c, err := ParseConfig(file, data)
 	if err != nil {
 		return Config{}, err
 	}
 	base := filepath.Dir(file)
-	for _, p := range []*string{&c.Socket, &c.AuditLog, &c.Root} {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(base, *p)
+	for _, p := range []struct {
+		key string
+		v   *string
+	}{{"socket", &c.Socket}, {"audit_log", &c.AuditLog}, {"[files] root", &c.Root}} {
+		if *p.v == "" {
+			continue
 		}
+		expanded, err := expandHome(*p.v)
+		if err != nil {
+			return Config{}, &ConfigError{File: file, Err: fmt.Errorf("%s: %s: %w", file, p.key, err)}
+		}
+		if !filepath.IsAbs(expanded) {
+			expanded = filepath.Join(base, expanded)
+		}
+		*p.v = expanded
 	}
 	return c, nil
 }
 
+// expandHome replaces a leading "~" or "~/" with the home directory. The
+// ~user form is refused rather than left as a directory named "~user".
+func expandHome(p string) (string, error) {
+	if !strings.HasPrefix(p, "~") {
+		return p, nil
+	}
+	rest, ok := strings.CutPrefix(p, "~/")
+	if p == "~" {
+		rest, ok = "", true
+	}
+	if !ok {
+		return "", fmt.Errorf("%q: only ~ and ~/ are expanded; write the full path", p)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("%q: no home directory to expand ~ to", p)
+	}
+	return filepath.Join(home, rest), nil
+}
+
 // ParseConfig decodes and validates a config document; name is used in
-// error messages. The root is made absolute but not checked on disk:
-// CheckRoot does that once flags have had their say.
+// error messages, which are *ConfigError. Paths are not resolved (see
+// LoadConfig) nor checked on disk: CheckRoot does that once flags have
+// had their say.
 func ParseConfig(name string, data []byte) (Config, error) {
+	c, err := parseConfig(name, data)
+	if err != nil {
+		return Config{}, &ConfigError{File: name, Err: err}
+	}
+	return c, nil
+}
+
+func parseConfig(name string, data []byte) (Config, error) {
 	var fc fileConfig
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
 		return Config{}, decodeError(name, err)
 	}
-	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root}
+	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, File: name, Lines: configLines(data)}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
 		return Config{}, fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name)
 	}
+	namespaces := c.Namespaces()
 	for i, g := range fc.Grant {
-		where := fmt.Sprintf("%s: grant #%d", name, i+1)
+		where := c.GrantRef(i)
 		r, err := policy.ParseResource(g.Resource)
 		if err != nil {
 			return Config{}, fmt.Errorf("%s: %w", where, err)
+		}
+		if !slices.Contains(namespaces, r.Namespace) {
+			msg := fmt.Sprintf("%s: resource %q: unknown namespace %q, so the grant could never match (the namespaces are %s)",
+				where, g.Resource, r.Namespace, strings.Join(namespaces, ", "))
+			if s := nearest.Find(r.Namespace, nearest.Names(namespaces...)); s != "" {
+				msg += fmt.Sprintf("; did you mean %s:%s?", s, r.Path)
+			}
+			return Config{}, errors.New(msg)
 		}
 		pg := policy.Grant{Subject: g.Subject, Resource: r, Descendants: g.Descendants, Actions: g.Actions}
 		if err := pg.Validate(); err != nil {
@@ -115,6 +245,54 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		c.Grants = append(c.Grants, pg)
 	}
 	return c, nil
+}
+
+// configLines finds the lines of [files] root and of each [[grant]] in a
+// document that has already decoded. It reads go-toml's unstable parser,
+// the one API that gives positions; TestConfigLines pins what it relies
+// on. A document it cannot follow gives no lines, not an error.
+func configLines(data []byte) Lines {
+	var l Lines
+	var p unstable.Parser
+	p.Reset(data)
+	table := ""
+	line := func(n *unstable.Node) int {
+		it := n.Key()
+		if !it.Next() {
+			return 0
+		}
+		off := int(it.Node().Raw.Offset)
+		return 1 + bytes.Count(data[:min(off, len(data))], []byte("\n"))
+	}
+	for p.NextExpression() {
+		n := p.Expression()
+		key := tomlKey(n)
+		switch n.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = key
+			if n.Kind == unstable.ArrayTable && key == "grant" {
+				l.Grants = append(l.Grants, line(n))
+			}
+		case unstable.KeyValue:
+			if table+"."+key == "files.root" || (table == "" && key == "files.root") {
+				l.Root = line(n)
+			}
+		}
+	}
+	if p.Error() != nil {
+		return Lines{}
+	}
+	return l
+}
+
+// tomlKey is an expression's dotted key.
+func tomlKey(n *unstable.Node) string {
+	var parts []string
+	it := n.Key()
+	for it.Next() {
+		parts = append(parts, string(it.Node().Data))
+	}
+	return strings.Join(parts, ".")
 }
 
 // decodeError turns go-toml's errors into one line per problem, each with
@@ -134,29 +312,90 @@ func decodeError(name string, err error) error {
 	if errors.As(err, &de) {
 		row, col := de.Position()
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
-		if k := de.Key(); len(k) > 0 {
-			msg = strings.Join(k, ".") + ": " + msg
+		if k := strings.Join(de.Key(), "."); k != "" {
+			msg = k + ": " + typeMessage(k, msg)
 		}
 		return fmt.Errorf("%s:%d:%d: %s", name, row, col, msg)
 	}
 	return fmt.Errorf("%s: %w", name, err)
 }
 
+// wantValue says, per key, what a value must look like: what a message
+// shows instead of the Go type go-toml names ("cannot decode TOML string
+// into struct field kernel.fileGrant.Actions of type []string").
+var wantValue = map[string]string{
+	"socket":            `a string, e.g. socket = "/run/user/1000/sharedos/kernel.sock"`,
+	"audit_log":         `a string, e.g. audit_log = "~/.local/state/sharedos/audit.jsonl"`,
+	"allow_uids":        "an array of uids, e.g. allow_uids = [1000]",
+	"files":             "a table: [files]",
+	"files.root":        `a string, e.g. root = "~/work"`,
+	"grant":             "tables: [[grant]]",
+	"grant.subject":     `a string, e.g. subject = "integration:claude-code"`,
+	"grant.resource":    `a string, e.g. resource = "files:/docs"`,
+	"grant.descendants": "true or false",
+	"grant.actions":     `an array of strings, e.g. actions = ["read", "list"]`,
+	"grant.expires":     "a date-time with an offset, e.g. expires = 2027-01-01T00:00:00Z",
+}
+
+var (
+	tomlKind    = regexp.MustCompile(`cannot decode TOML (\w+)`)
+	tooBig      = regexp.MustCompile(`value (-?\d+) cannot be stored`)
+	goTypeWords = regexp.MustCompile(` into (struct field )?\S+ of type \S+| in \S+$`)
+)
+
+// typeMessage rewrites a go-toml type error for key in the config's own
+// terms.
+func typeMessage(key, msg string) string {
+	want, ok := wantValue[key]
+	if !ok {
+		return goTypeWords.ReplaceAllString(msg, "")
+	}
+	switch {
+	case tomlKind.MatchString(msg):
+		kind := tomlKind.FindStringSubmatch(msg)[1]
+		article := "a"
+		if strings.ContainsRune("aeiou", rune(kind[0])) {
+			article = "an"
+		}
+		return fmt.Sprintf("want %s, have %s %s", want, article, kind)
+	case tooBig.MatchString(msg):
+		return fmt.Sprintf("want %s, have %s", want, tooBig.FindStringSubmatch(msg)[1])
+	}
+	return "want " + want
+}
+
+// ErrNoRoot is a config that sets no files root.
+var ErrNoRoot = errors.New("no files root")
+
+// RootError is a files root that is not an existing directory.
+type RootError struct {
+	Path string // absolute
+	Err  error  // what is wrong, without the path
+}
+
+func (e *RootError) Error() string { return fmt.Sprintf("files root %s: %v", e.Path, e.Err) }
+func (e *RootError) Unwrap() error { return e.Err }
+
 // CheckRoot makes root absolute and checks it is an existing directory.
+// It returns ErrNoRoot for "" and a *RootError otherwise.
 func CheckRoot(root string) (string, error) {
 	if root == "" {
-		return "", errors.New("no files root: set [files] root in the config or pass --root")
+		return "", ErrNoRoot
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return "", fmt.Errorf("files root: %w", err)
+		return "", &RootError{Path: root, Err: err}
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return "", fmt.Errorf("files root: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", &RootError{Path: abs, Err: err}
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("files root %s is not a directory", abs)
+		return "", &RootError{Path: abs, Err: errors.New("not a directory")}
 	}
 	return abs, nil
 }

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -75,6 +76,8 @@ actions = ["escalate"]
 				Actions: []string{"read", "list"}, Expires: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
 			{Subject: "integration:*", Resource: policy.Resource{Namespace: "sharedos", Path: "/escalate"}, Actions: []string{"escalate"}},
 		},
+		File:  "c.toml",
+		Lines: Lines{Root: 5, Grants: []int{6, 12}},
 	}
 	if !c.Grants[0].Expires.Equal(want.Grants[0].Expires) {
 		t.Errorf("expires %v, want %v", c.Grants[0].Expires, want.Grants[0].Expires)
@@ -117,5 +120,122 @@ func TestCheckRoot(t *testing.T) {
 		if _, err := CheckRoot(bad); err == nil {
 			t.Errorf("CheckRoot(%q) accepted", bad)
 		}
+	}
+}
+
+// Messages name the key, what it wants and what it got, never a Go type.
+func TestConfigTypeErrorsSpeakTOML(t *testing.T) {
+	const head = "[[grant]]\nsubject = \"integration:x\"\nresource = \"files:/\"\n"
+	tests := []struct{ doc, want string }{
+		{head + "actions = \"read\"\n", `c.toml:4:11: grant.actions: want an array of strings, e.g. actions = ["read", "list"], have a string`},
+		{head + "actions = [\"read\", 5]\n", `c.toml:4:20: grant.actions: want an array of strings, e.g. actions = ["read", "list"], have an integer`},
+		{head + "actions = [\"read\"]\ndescendants = \"yes\"\n", `c.toml:5:15: grant.descendants: want true or false, have a string`},
+		{"allow_uids = [-1]\n", `c.toml:1:15: allow_uids: want an array of uids, e.g. allow_uids = [1000], have -1`},
+		{"allow_uids = \"1000\"\n", `c.toml:1:14: allow_uids: want an array of uids, e.g. allow_uids = [1000], have a string`},
+		{"[files]\nroot = 5\n", `c.toml:2:8: files.root: want a string, e.g. root = "~/work", have an integer`},
+	}
+	for _, tt := range tests {
+		_, err := ParseConfig("c.toml", []byte(tt.doc))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%q:\n got %v\nwant %s", tt.doc, err, tt.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "of type") || strings.Contains(err.Error(), "fileGrant") || strings.Contains(err.Error(), "uint32")) {
+			t.Errorf("%q: a Go type in %q", tt.doc, err)
+		}
+	}
+}
+
+// A namespace no tool lives in is a grant that could never match: the
+// config is refused, naming the grant's line and the namespaces there are.
+func TestConfigRefusesAnUnknownNamespace(t *testing.T) {
+	doc := "[files]\nroot = \"/srv\"\n\n[[grant]]\nsubject = \"integration:*\"\nresource = \"file:/docs\"\nactions = [\"read\"]\n"
+	_, err := ParseConfig("c.toml", []byte(doc))
+	want := `c.toml:4: grant #1: resource "file:/docs": unknown namespace "file", so the grant could never match (the namespaces are files, sharedos); did you mean files:/docs?`
+	var ce *ConfigError
+	if err == nil || err.Error() != want || !errors.As(err, &ce) || ce.File != "c.toml" {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	if ns := (Config{}).Namespaces(); strings.Join(ns, ",") != "files,sharedos" {
+		t.Errorf("Namespaces = %v", ns)
+	}
+}
+
+// TestConfigLines pins what configLines reads from go-toml's unstable
+// parser: the line of [files] root and of each [[grant]] header.
+func TestConfigLines(t *testing.T) {
+	doc := "# comment\nsocket = \"/s\"\n\n[files]\n# the root\nroot = \"/srv\"\n\n[[grant]]\nsubject = \"integration:*\"\nresource = \"files:/\"\nactions = [\"read\"]\n\n\n[[ grant ]]\nsubject = \"integration:*\"\nresource = \"sharedos:/escalate\"\nactions = [\"escalate\"]\n"
+	c, err := ParseConfig("c.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lines.Root != 6 || !reflect.DeepEqual(c.Lines.Grants, []int{8, 14}) {
+		t.Errorf("lines %+v, want root 6, grants [8 14]", c.Lines)
+	}
+	if got := c.GrantRef(1); got != "c.toml:14: grant #2" {
+		t.Errorf("GrantRef(1) = %q", got)
+	}
+	if got := c.RootRef(); got != "[files] root at c.toml:6" {
+		t.Errorf("RootRef = %q", got)
+	}
+	// A dotted key at the top level sets the root too.
+	if c := mustParse(t, "files.root = \"/srv\"\n"); c.Lines.Root != 1 {
+		t.Errorf("dotted files.root: line %d, want 1", c.Lines.Root)
+	}
+	if got := DefaultConfig("/srv").GrantRef(0); got != "grant #1" {
+		t.Errorf("the default's GrantRef = %q", got)
+	}
+}
+
+func TestLoadConfigExpandsTheHomeDirectory(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "k.toml")
+	if err := os.WriteFile(file, []byte("socket = \"~/k.sock\"\naudit_log = \"rel/a.jsonl\"\n[files]\nroot = \"~\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Socket != filepath.Join(home, "k.sock") || c.Root != home || c.AuditLog != filepath.Join(dir, "rel", "a.jsonl") {
+		t.Errorf("socket %q, root %q, audit %q", c.Socket, c.Root, c.AuditLog)
+	}
+	if err := os.WriteFile(file, []byte("[files]\nroot = \"~alice/work\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(file); err == nil || !strings.Contains(err.Error(), `[files] root: "~alice/work": only ~ and ~/ are expanded`) {
+		t.Errorf("~user: %v", err)
+	}
+}
+
+func TestDefaultConfigPath(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"}, "/x/sharedos/kernel.toml"},
+		{map[string]string{"XDG_CONFIG_HOME": "relative", "HOME": "/h"}, "/h/.config/sharedos/kernel.toml"},
+		{map[string]string{"HOME": "/h"}, "/h/.config/sharedos/kernel.toml"},
+	} {
+		got, err := DefaultConfigPath(func(k string) string { return tt.env[k] })
+		if err != nil || got != tt.want {
+			t.Errorf("%v: %q, %v; want %q", tt.env, got, err, tt.want)
+		}
+	}
+	if _, err := DefaultConfigPath(func(string) string { return "" }); err == nil {
+		t.Error("no HOME: want an error")
+	}
+}
+
+func TestCheckRootSaysWhatIsWrongWithoutThePathTwice(t *testing.T) {
+	dir := t.TempDir()
+	var re *RootError
+	_, err := CheckRoot(filepath.Join(dir, "missing"))
+	if !errors.As(err, &re) || re.Path != filepath.Join(dir, "missing") || re.Err.Error() != "no such file or directory" {
+		t.Errorf("missing root: %v (%+v)", err, re)
+	}
+	if _, err := CheckRoot(""); !errors.Is(err, ErrNoRoot) {
+		t.Errorf("empty root: %v", err)
 	}
 }

@@ -21,7 +21,7 @@ const (
 	escalateToolName  = "sharedos.escalate"
 )
 
-// definition is the kernel-side tool definition (CATALOG-HASH.md input):
+// definition is the kernel-side tool definition (docs/catalog-hash.md input):
 // the fields hashing reads, plus RequiredCapability, which is
 // kernel-internal and which the shim's projection never publishes.
 type definition struct {

@@ -93,3 +93,12 @@ func NewLogger(opts LogOptions, stderr io.Writer) (zerolog.Logger, func() error,
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), closeFn, nil
 }
+
+// Warn writes a warning: something the user should fix, though the
+// command went on. It has the shape of Report's error lines.
+func Warn(w io.Writer, prog, msg, hint string) {
+	fmt.Fprintf(w, "%s: warning: %s\n", prog, oneLine(msg))
+	if hint != "" {
+		fmt.Fprintf(w, "hint: %s\n", oneLine(hint))
+	}
+}

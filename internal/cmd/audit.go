@@ -10,7 +10,6 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/kernel"
-	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 func runAudit(_ context.Context, stdio cli.IO, args []string) error {
@@ -18,7 +17,7 @@ func runAudit(_ context.Context, stdio cli.IO, args []string) error {
 		"Print the reference kernel's audit log as a table, or with --json as the stored JSON lines.")
 	file := fs.String("file", "", "audit log `file` (default $XDG_STATE_HOME/sharedos/audit.jsonl, else ~/.local/state/sharedos/audit.jsonl)")
 	integration := fs.String("integration", "", "only this integration's events (exact `name`)")
-	since := fs.Duration("since", 0, "only events from the last `duration`, e.g. 1h or 30m")
+	since := durationFlag(fs, "since", 0, true, "only events from the last `duration`, e.g. 30m, 12h or 7d")
 	asJSON := fs.Bool("json", false, "print the stored lines, one JSON object per line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -26,11 +25,13 @@ func runAudit(_ context.Context, stdio cli.IO, args []string) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("audit takes flags only", "audit: unexpected argument %q", fs.Arg(0))
 	}
-	if *integration != "" && !policy.ValidIntegrationName(*integration) {
-		return cli.Usagef("integration names are 1-64 of letters, digits, space, - _ .", "audit: invalid integration name %q", *integration)
+	if *integration != "" {
+		if err := integrationName("audit", *integration); err != nil {
+			return err
+		}
 	}
 	if *since < 0 {
-		return cli.Usagef("use a positive duration such as 1h", "audit: --since must not be negative")
+		return cli.Usagef("count back from now with a positive duration, e.g. --since 1h", "audit: --since must not be negative")
 	}
 	path := *file
 	if path == "" {

@@ -13,7 +13,6 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 	"github.com/sharedos/sharedos-mcp/kernelclient"
-	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
@@ -37,8 +36,8 @@ func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	harnesses := install.Harnesses()
 	if *harness != "all" {
-		if _, ok := install.Lookup(*harness); !ok {
-			return cli.Usagef("use --harness all or one of: "+harnessList, "catalog: %v", &install.UnknownHarnessError{ID: *harness})
+		if _, err := lookupHarness("catalog", *harness); err != nil {
+			return err
 		}
 		harnesses = []string{*harness}
 	}
@@ -49,8 +48,8 @@ func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
 		}
 		name = *harness
 	}
-	if !policy.ValidIntegrationName(name) {
-		return cli.Usagef("use 1-64 letters, digits, spaces, '-', '_' or '.'", "catalog: bad integration name %q", name)
+	if err := integrationName("catalog", name); err != nil {
+		return err
 	}
 	path := *socket
 	if path == "" {

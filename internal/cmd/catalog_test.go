@@ -69,7 +69,7 @@ func TestCatalogDefaultsTheIntegrationToTheHarnessAndShowsItsAliases(t *testing.
 		{"integration", "claude-code"},
 		{"catalogHash", k.Hash, "(matches", "the", "published", "projection)"},
 		{"tools", strconv.Itoa(len(kerneltest.Catalogue))},
-		// The form Claude Code was observed to show (HARNESS-DRIVING.md).
+		// The form Claude Code was observed to show (docs/harness-driving.md).
 		{"claude-code", "files.read", "mcp__sharedos__files_read", "rewritten"},
 	} {
 		if !hasRow(stdout, want...) {
@@ -207,7 +207,8 @@ func TestCatalogUsageErrors(t *testing.T) {
 	}{
 		{"all harnesses need an integration name", nil, "--integration is required with --harness all"},
 		{"an unknown harness", []string{"--harness", "emacs"}, `unknown harness "emacs"`},
-		{"a bad integration name", []string{"--integration", "a/b"}, `bad integration name "a/b"`},
+		{"a bad integration name", []string{"--integration", "a/b"}, `catalog: invalid integration name "a/b"`},
+		{"a harness by another name", []string{"--harness", "gemini-cli"}, "hint: did you mean gemini?"},
 		{"an argument", []string{"--integration", "x", "extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

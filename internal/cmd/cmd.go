@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/internal/nearest"
 )
 
 const prog = "sharedos-mcp"
@@ -99,7 +100,15 @@ func lookup(name string) (command, bool) {
 }
 
 func unknownCommand(name string) error {
-	return cli.Usagef("run '"+prog+" help' to list the commands", "unknown command %q", name)
+	hint := "run '" + prog + " help' to list the commands"
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	if s := nearest.Find(name, nearest.Names(names...)); s != "" {
+		hint = "did you mean " + s + "? " + hint
+	}
+	return cli.Usagef(hint, "unknown command %q", name)
 }
 
 func help(stdio cli.IO, args []string) int {

@@ -7,18 +7,19 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/doctor"
-	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 func runDoctor(ctx context.Context, stdio cli.IO, args []string) error {
 	fs := newFlagSet(stdio, "doctor", "[flags]",
 		"Check, one line each, what serve needs: this binary, the kernel socket and the directories\n"+
-			"above it, the kernel's peer credentials, integration.hello and the catalogue (one turn at\n"+
-			"the kernel), then every harness's user and project configuration. A line starts with\n"+
+			"above it, the kernel's peer credentials, then integration.hello and the catalogue for each\n"+
+			"integration an installed harness entry names (one turn at the kernel each; an empty\n"+
+			"catalogue is a problem), then every harness's user and project configuration: the binary\n"+
+			"it runs, the socket it will look for, and pi-mcp-adapter's script mode. A line starts with\n"+
 			"'ok', 'problem' (followed by a 'fix:' line) or '-' (not installed, not applicable).\n"+
 			"Exits 1 when there is any problem.")
 	socket := fs.String("socket", "", "kernel socket `path` to check (default as serve: $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
-	integration := fs.String("integration", "doctor", "integration `name` to say hello as and fetch the catalogue for")
+	integration := fs.String("integration", "", "check only this integration `name`'s hello and catalogue (default: each one an installed harness entry names)")
 	kernelUID := fs.Int("kernel-uid", -1, "one more `uid` the kernel may run as, as given to serve")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -26,8 +27,10 @@ func runDoctor(ctx context.Context, stdio cli.IO, args []string) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("doctor takes flags only", "doctor: unexpected argument %q", fs.Arg(0))
 	}
-	if !policy.ValidIntegrationName(*integration) {
-		return cli.Usagef("use 1-64 letters, digits, spaces, '-', '_' or '.'", "doctor: bad integration name %q", *integration)
+	if *integration != "" {
+		if err := integrationName("doctor", *integration); err != nil {
+			return err
+		}
 	}
 	env, err := processEnv()
 	if err != nil {

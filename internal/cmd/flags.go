@@ -6,9 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 // newFlagSet returns a FlagSet whose usage goes to stdio.Err and names
@@ -70,4 +74,91 @@ func (f *firstLineWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// durationValue is a flag.Value for a duration whose errors show what a
+// good value looks like, which flag.Duration's bare "parse error" does
+// not. With days, "7d" and "1d12h" are accepted too (--since).
+type durationValue struct {
+	d    *time.Duration
+	days bool
+}
+
+func durationFlag(fs *flag.FlagSet, name string, value time.Duration, days bool, usage string) *time.Duration {
+	d := value
+	fs.Var(durationValue{&d, days}, name, usage)
+	return &d
+}
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return time.Duration(0).String() // the zero value flag compares defaults with
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := parseDuration(s, v.days)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+// parseDuration is time.ParseDuration, plus a leading whole number of
+// days when days is set.
+func parseDuration(s string, days bool) (time.Duration, error) {
+	examples := "e.g. 30s, 5m or 1h30m"
+	if days {
+		examples = "e.g. 30m, 12h, 7d or 1d12h"
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil && s != "0" {
+		return 0, fmt.Errorf("a duration needs a unit, e.g. %ss or %sm", s, s)
+	}
+	rest, total := s, time.Duration(0)
+	if days {
+		if n, after, ok := strings.Cut(s, "d"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			count, err := strconv.Atoi(n)
+			if err != nil || count > 100000 {
+				return 0, fmt.Errorf("want at most 100000 days")
+			}
+			total, rest = time.Duration(count)*24*time.Hour, after
+		}
+	}
+	if rest != "" {
+		d, err := time.ParseDuration(rest)
+		if err != nil || (rest != s && d < 0) {
+			return 0, fmt.Errorf("want a duration, %s", examples)
+		}
+		total += d
+	}
+	return total, nil
+}
+
+// integrationName refuses a name the kernel would refuse, with the one
+// wording every command uses.
+func integrationName(cmdName, name string) error {
+	if policy.ValidIntegrationName(name) {
+		return nil
+	}
+	return cli.Usagef("an integration name is 1-64 letters, digits, spaces, '-', '_' or '.', and is never rewritten",
+		"%s: invalid integration name %q", cmdName, name)
+}
+
+// harnessList is every harness id, for hints.
+var harnessList = strings.Join(install.Harnesses(), ", ")
+
+// lookupHarness finds a harness by id, or says which one was meant.
+func lookupHarness(cmdName, id string) (install.Harness, error) {
+	h, err := install.LookupOrSuggest(id)
+	var ue *install.UnknownHarnessError
+	if errors.As(err, &ue) {
+		hint := "the harnesses are " + harnessList
+		if ue.Suggestion != "" {
+			hint = "did you mean " + ue.Suggestion + "? " + hint
+		}
+		return h, cli.Usagef(hint, "%s: %v", cmdName, err)
+	}
+	return h, err
 }

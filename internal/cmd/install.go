@@ -7,38 +7,44 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
-	"github.com/sharedos/sharedos-mcp/policy"
+	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 )
-
-var harnessList = strings.Join(install.Harnesses(), ", ")
 
 func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 	fs := newFlagSet(stdio, "install", "HARNESS [flags]",
 		"Add the sharedos server to HARNESS's MCP configuration, running this binary as\n"+
-			"'serve --integration NAME'. The rest of the file is kept as it was.\n"+
+			"'serve --integration NAME'. The rest of the file is kept as it was. When the kernel's\n"+
+			"socket is not where a harness started from a GUI or an IDE would look (without\n"+
+			"$XDG_RUNTIME_DIR), the entry names it with --socket. For pi it also turns off\n"+
+			"pi-mcp-adapter's script mode, which runs model-written JavaScript outside the kernel.\n"+
 			"Harnesses: "+harnessList+".")
 	scopeFlag := fs.String("scope", string(install.ScopeUser), "which configuration file: user or project (the current directory)")
-	integration := fs.String("integration", "", "integration name the server announces to the kernel (default: the harness id)")
-	socket := fs.String("socket", "", "kernel socket path passed to serve, made absolute (default: serve's own default)")
+	integration := fs.String("integration", "", "integration `name` the server announces to the kernel (default: the harness id)")
+	socket := fs.String("socket", "", "kernel socket `path` passed to serve, made absolute (default: serve's default, written into the entry when a harness started without the shell's environment would miss it)")
 	dryRun := fs.Bool("dry-run", false, "print the change as a diff and write nothing")
+	keepScriptMode := fs.Bool("keep-script-mode", false, "pi only: leave pi-mcp-adapter's script mode as it is (on by default: model-written JavaScript, run outside the kernel)")
 	h, scope, err := parseHarnessArgs(fs, args, scopeFlag)
 	if err != nil {
 		return err
+	}
+	if *keepScriptMode && !h.HasScriptMode() {
+		return cli.Usagef("drop --keep-script-mode", "install: --keep-script-mode is for pi only; %s has no script mode", h.ID)
 	}
 	name := *integration
 	if name == "" {
 		name = h.ID
 	}
-	if !policy.ValidIntegrationName(name) {
-		return cli.Usagef("use 1-64 letters, digits, spaces, '-', '_' or '.'", "install: bad integration name %q", name)
+	if err := integrationName("install", name); err != nil {
+		return err
 	}
-	sock := *socket
-	if sock != "" {
-		if sock, err = filepath.Abs(sock); err != nil {
+	// The socket a kernel started from this shell listens on; the entry
+	// names it unless every way of starting the harness finds it anyway.
+	sockArg := install.SocketArg(sockpath.Default(os.Getenv), os.Getenv)
+	if *socket != "" {
+		if sockArg, err = filepath.Abs(*socket); err != nil {
 			return fmt.Errorf("install: resolve --socket: %w", err)
 		}
 	}
@@ -53,13 +59,55 @@ func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := install.PlanInstall(h, scope, env, install.NewEntry(exe, name, sock))
+	if install.InBuildCache(exe, env) {
+		cli.Warn(stdio.Err, prog, "this binary is a temporary build ("+exe+"): the entry stops working when Go removes it",
+			"install a lasting one from the clone with 'make install' (or 'go install .'), then run that binary's install")
+	}
+	c, err := install.PlanInstall(h, scope, env, install.NewEntry(exe, name, sockArg), install.Options{KeepScriptMode: *keepScriptMode})
 	if err != nil {
 		return planError("install", err)
 	}
-	return finish(stdio, "install", c, *dryRun, func() string {
+	if err := finish(stdio, "install", c, *dryRun, func() string {
 		return fmt.Sprintf("installed %s in %s; verify with: %s", install.ServerName, c.Path, h.Verify)
-	})
+	}); err != nil {
+		return err
+	}
+	if *socket == "" && sockArg != "" {
+		fmt.Fprintf(stdio.Out, "the entry passes --socket %s: a harness started without $XDG_RUNTIME_DIR or $SHAREDOS_SOCKET (from a GUI or an IDE) would look for %s\n",
+			sockArg, install.BareSocket(os.Getenv))
+	}
+	reportScriptMode(stdio, h, env, c, *dryRun)
+	return nil
+}
+
+// reportScriptMode says what install did about pi-mcp-adapter's script
+// mode, and warns when it is still on where the harness runs.
+func reportScriptMode(stdio cli.IO, h install.Harness, env install.Env, c install.Change, dryRun bool) {
+	switch c.ScriptMode {
+	case install.ScriptModeNone:
+		return
+	case install.ScriptModeTurnedOff:
+		verb := "turned off"
+		if dryRun {
+			verb = "would turn off"
+		}
+		fmt.Fprintf(stdio.Out, "%s pi-mcp-adapter's script mode (\"settings\": {\"scriptMode\": false} in %s): its mcpScript tool runs model-written JavaScript in node:vm, outside the kernel; --keep-script-mode leaves it on\n", verb, c.Path)
+	case install.ScriptModeKept:
+		cli.Warn(stdio.Err, prog, "pi-mcp-adapter's script mode was left as it is (--keep-script-mode): when on, its mcpScript tool runs model-written JavaScript in node:vm, which can act outside the kernel with no grant and no audit record",
+			"run install pi without --keep-script-mode to turn it off")
+	}
+	if dryRun {
+		return
+	}
+	st, err := h.ScriptMode(env)
+	if err == nil && st.On && c.ScriptMode != install.ScriptModeKept {
+		where := "by default"
+		if st.File != "" {
+			where = "by " + st.File
+		}
+		cli.Warn(stdio.Err, prog, "pi-mcp-adapter's script mode is still on in "+env.Dir+", turned on "+where,
+			"set \"settings\": {\"scriptMode\": false} there, or remove its scriptMode setting")
+	}
 }
 
 func runUninstall(_ context.Context, stdio cli.IO, args []string) error {
@@ -81,9 +129,15 @@ func runUninstall(_ context.Context, stdio cli.IO, args []string) error {
 	if err != nil {
 		return planError("uninstall", err)
 	}
-	return finish(stdio, "uninstall", c, *dryRun, func() string {
+	if err := finish(stdio, "uninstall", c, *dryRun, func() string {
 		return fmt.Sprintf("removed %s from %s", install.ServerName, c.Path)
-	})
+	}); err != nil {
+		return err
+	}
+	if c.Changed() && h.ScriptModeOff(c.After) {
+		fmt.Fprintf(stdio.Out, "left \"settings\": {\"scriptMode\": false} in %s: it keeps pi-mcp-adapter's mcpScript away from your other servers too; remove it to have script mode back\n", c.Path)
+	}
+	return nil
 }
 
 // parseHarnessArgs takes HARNESS before or after the flags.
@@ -101,9 +155,9 @@ func parseHarnessArgs(fs *flag.FlagSet, args []string, scopeFlag *string) (insta
 	if fs.NArg() > 0 {
 		return install.Harness{}, "", cli.Usagef("name one harness", "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
-	h, ok := install.Lookup(id)
-	if !ok {
-		return install.Harness{}, "", cli.Usagef("name one of: "+harnessList, "%s: %v", fs.Name(), &install.UnknownHarnessError{ID: id})
+	h, err := lookupHarness(fs.Name(), id)
+	if err != nil {
+		return install.Harness{}, "", err
 	}
 	scope, ok := install.ParseScope(*scopeFlag)
 	if !ok {

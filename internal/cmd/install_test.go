@@ -25,7 +25,7 @@ func tempHome(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("HOME", dir)
-	for _, v := range []string{"CODEX_HOME", "DSH_HOME", "PI_CODING_AGENT_DIR", "XDG_CONFIG_HOME"} {
+	for _, v := range []string{"CODEX_HOME", "DSH_HOME", "PI_CODING_AGENT_DIR", "PI_MCP_CONFIG_MODE", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "SHAREDOS_SOCKET"} {
 		t.Setenv(v, "")
 	}
 	t.Chdir(dir)
@@ -181,7 +181,9 @@ func TestInstallUsageErrors(t *testing.T) {
 		{"no harness", []string{"install"}, "install: missing HARNESS"},
 		{"two harnesses", []string{"install", "codex", "gemini"}, `install: unexpected argument "gemini"`},
 		{"bad scope", []string{"install", "codex", "--scope", "system"}, `install: unknown scope "system"`},
-		{"bad integration name", []string{"install", "codex", "--integration", "a/b"}, `install: bad integration name "a/b"`},
+		{"bad integration name", []string{"install", "codex", "--integration", "a/b"}, `install: invalid integration name "a/b"`},
+		{"a harness by its product name", []string{"install", "claude"}, "install: unknown harness \"claude\"\nhint: did you mean claude-code? the harnesses are claude-code, codex, gemini, pi, deepseek, cursor, vscode, opencode"},
+		{"script mode on a harness without one", []string{"install", "codex", "--keep-script-mode"}, "install: --keep-script-mode is for pi only; codex has no script mode"},
 		{"uninstall without harness", []string{"uninstall"}, "uninstall: missing HARNESS"},
 	}
 	for _, tt := range tests {

@@ -4,20 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
 
+	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/policy"
 )
 
+const configHelp = "TOML config `file` with the files root and the grants (default $XDG_CONFIG_HOME/sharedos/kernel.toml, else ~/.config/sharedos/kernel.toml, when it exists; 'kernel init' writes one)"
+
 func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
-	fs := newFlagSet(stdio, "kernel", "[flags]",
-		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\nconfined to a root directory, authorizes every call against the grants in --config, and\nappends every turn and call to an audit log. Without --config it serves --root read-only\n(read, list, search) to every integration.")
-	configFile := fs.String("config", "", "TOML config `file` with the files root and the grants (see testdata/kernel/example.toml)")
+	if len(args) > 0 {
+		switch args[0] {
+		case "check":
+			return runKernelCheck(stdio, args[1:])
+		case "init":
+			return runKernelInit(stdio, args[1:])
+		}
+	}
+	fs := newFlagSet(stdio, "kernel", "[check|init] [flags]",
+		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\n"+
+			"confined to a root directory, authorizes every call against the grants in its config, and\n"+
+			"appends every turn and call to an audit log. It prints what each integration may do when it\n"+
+			"starts. Without a config file it serves --root (default: the current directory) read-only\n"+
+			"(read, list, search) to every integration.\n\n"+
+			"  kernel check [--config FILE]   validate a config and show what it allows, without starting\n"+
+			"  kernel init [--config FILE] [--root DIR]   write a commented starter config")
+	configFile := fs.String("config", "", configHelp)
 	socket := fs.String("socket", "", "socket `path` to listen on (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
-	root := fs.String("root", "", "files root `dir` (overrides the config's; without --config the default is the current directory)")
+	root := fs.String("root", "", "files root `dir` (overrides the config's; without a config file the default is the current directory)")
 	auditFile := fs.String("audit", "", "audit log `file` (default $XDG_STATE_HOME/sharedos/audit.jsonl, else ~/.local/state/sharedos/audit.jsonl)")
 	var logOpts cli.LogOptions
 	fs.StringVar(&logOpts.Level, "log-level", "info", "log `level`: trace, debug, info, warn, error, disabled")
@@ -26,31 +49,18 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("kernel takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the kernel's subcommands are check and init; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
 	}
 
-	var cfg kernel.Config
-	if *configFile != "" {
-		c, err := kernel.LoadConfig(*configFile)
-		if err != nil {
-			return cli.Hintf(err, "fix the config file; testdata/kernel/example.toml shows every key")
-		}
-		cfg = c
-	} else {
-		cfg = kernel.DefaultConfig(".")
+	cfg, err := loadKernelConfig(*configFile, *root)
+	if err != nil {
+		return err
 	}
 	if *socket != "" {
 		cfg.Socket = *socket
 	}
-	if *root != "" {
-		cfg.Root = *root
-	}
 	if *auditFile != "" {
 		cfg.AuditLog = *auditFile
-	}
-	rootDir, err := kernel.CheckRoot(cfg.Root)
-	if err != nil {
-		return cli.Hintf(err, "pass --root DIR, an existing directory to share")
 	}
 	if cfg.Socket == "" {
 		cfg.Socket = sockpath.Default(os.Getenv)
@@ -74,13 +84,26 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	if err != nil {
 		return errors.Join(listenHint(err, cfg.Socket), audit.Close())
 	}
-	fmt.Fprintf(stdio.Err, "%s: kernel listening on %s (files root %s, audit log %s)\n", prog, cfg.Socket, rootDir, cfg.AuditLog)
-	if *configFile == "" {
-		fmt.Fprintf(stdio.Err, "%s: no --config: serving %s read-only (read, list, search) to every integration\n", prog, rootDir)
+	fmt.Fprintf(stdio.Err, "%s: kernel listening on %s (files root %s, audit log %s)\n", prog, cfg.Socket, cfg.Root, cfg.AuditLog)
+	if cfg.File == "" {
+		fmt.Fprintf(stdio.Err, "%s: no config file: serving %s read-only (read, list, search) to every integration\n", prog, cfg.Root)
+	} else {
+		fmt.Fprintf(stdio.Err, "%s: config %s\n", prog, cfg.File)
+	}
+	sum := summarize(cfg)
+	printAllowances(stdio.Err, cfg, sum)
+	for _, f := range sum.Problems {
+		cli.Warn(stdio.Err, prog, f.String(), "")
+	}
+	for _, f := range sum.Warnings {
+		cli.Warn(stdio.Err, prog, f.String(), "")
+	}
+	if len(sum.Problems) > 0 {
+		fmt.Fprintf(stdio.Err, "hint: '%s kernel check%s' lists these without starting a kernel\n", prog, configArg(*configFile))
 	}
 
 	srv := &kernel.Server{
-		Root:      rootDir,
+		Root:      cfg.Root,
 		Grants:    cfg.Grants,
 		AllowUIDs: cfg.AllowUIDs,
 		Audit:     audit,
@@ -122,4 +145,205 @@ func listenHint(err error, socket string) error {
 		return cli.Hintf(err, "check that %s is writable", filepath.Dir(socket))
 	}
 	return err
+}
+
+func runKernelCheck(stdio cli.IO, args []string) error {
+	fs := newFlagSet(stdio, "kernel check", "[--config FILE] [--root DIR]",
+		"Load the kernel's config as 'kernel' would, without starting a kernel, and print what each\n"+
+			"integration may do: each tool, on which resources, with which action, until when. Exits 1\n"+
+			"when the config does not load, when a grant can never match (expired, or reaching no tool)\n"+
+			"and when it grants nothing. Warns, without failing, about a subject no installed harness\n"+
+			"entry announces and an installed integration no grant names.")
+	configFile := fs.String("config", "", configHelp)
+	root := fs.String("root", "", "files root `dir`, as you would pass it to the kernel")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("kernel check takes flags only", "kernel check: unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := loadKernelConfig(*configFile, *root)
+	if err != nil {
+		return err
+	}
+	if cfg.File == "" {
+		path, _ := kernel.DefaultConfigPath(os.Getenv)
+		fmt.Fprintf(stdio.Out, "no config file (none at %s): the kernel serves %s read-only (read, list, search) to every integration\n", path, cfg.Root)
+	} else {
+		fmt.Fprintf(stdio.Out, "config %s, files root %s\n", cfg.File, cfg.Root)
+	}
+	sum := summarize(cfg)
+	printAllowances(stdio.Out, cfg, sum)
+	for _, f := range sum.Problems {
+		fmt.Fprintf(stdio.Out, "problem %s\n", f)
+	}
+	for _, f := range sum.Warnings {
+		fmt.Fprintf(stdio.Out, "warning %s\n", f)
+	}
+	if n := len(sum.Problems); n > 0 {
+		return cli.Hintf(fmt.Errorf("kernel check: %d problem(s) in %s", n, cfg.File),
+			"fix each grant named above, then run '%s kernel check%s' again", prog, configArg(*configFile))
+	}
+	return nil
+}
+
+func runKernelInit(stdio cli.IO, args []string) error {
+	fs := newFlagSet(stdio, "kernel init", "[--config FILE] [--root DIR]",
+		"Write a commented starter config, every key shown, to the default config path (or --config).\n"+
+			"It never replaces a file. Without --root its [files] root is left empty: set it to the\n"+
+			"directory to share before the kernel will start on it.")
+	configFile := fs.String("config", "", "write the config to this `file` (default $XDG_CONFIG_HOME/sharedos/kernel.toml, else ~/.config/sharedos/kernel.toml)")
+	root := fs.String("root", "", "the directory to share, written into the config as an absolute path")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("kernel init takes flags only", "kernel init: unexpected argument %q", fs.Arg(0))
+	}
+	path := *configFile
+	if path == "" {
+		p, err := kernel.DefaultConfigPath(os.Getenv)
+		if err != nil {
+			return cli.Hintf(fmt.Errorf("kernel init: %w", err), "pass --config FILE")
+		}
+		path = p
+	}
+	rootDir := ""
+	if *root != "" {
+		if !utf8.ValidString(*root) {
+			return cli.Usagef("a config file is UTF-8; rename the directory or share one above it", "kernel init: --root %q is not valid UTF-8", *root)
+		}
+		dir, err := kernel.CheckRoot(*root)
+		if err != nil {
+			return cli.Hintf(fmt.Errorf("kernel init: %w", err), "pass --root an existing directory to share")
+		}
+		rootDir = dir
+	}
+	if err := kernel.WriteStarter(path, rootDir); err != nil {
+		if errors.Is(err, iofs.ErrExist) {
+			return cli.Hintf(fmt.Errorf("kernel init: %s already exists; nothing was written", path),
+				"'%s kernel check%s' shows what it allows; pass --config FILE to write a starter elsewhere", prog, configArg(*configFile))
+		}
+		return fmt.Errorf("kernel init: %w", err)
+	}
+	if rootDir == "" {
+		fmt.Fprintf(stdio.Out, "wrote %s with an empty [files] root\nnext: set root in it to the directory to share, adjust its grants, then run '%s kernel check%s'\n", path, prog, configArg(*configFile))
+		return nil
+	}
+	fmt.Fprintf(stdio.Out, "wrote %s (files root %s)\nnext: adjust its grants, then run '%s kernel check%s' to see what each integration may do\n", path, rootDir, prog, configArg(*configFile))
+	return nil
+}
+
+// configArg is " --config FILE" for a hint when the user named a file.
+func configArg(file string) string {
+	if file == "" {
+		return ""
+	}
+	return " --config " + file
+}
+
+// loadKernelConfig is the config the kernel runs on: --config, else the
+// default config file when it exists, else the built-in read-only
+// default; then --root over its root, which must be a directory. Errors
+// say where a bad value came from.
+func loadKernelConfig(configFile, rootFlag string) (kernel.Config, error) {
+	file := configFile
+	if file == "" {
+		if p, err := kernel.DefaultConfigPath(os.Getenv); err == nil {
+			if _, err := os.Stat(p); err == nil {
+				file = p
+			}
+		}
+	}
+	var cfg kernel.Config
+	if file != "" {
+		c, err := kernel.LoadConfig(file)
+		switch {
+		case errors.Is(err, iofs.ErrNotExist) && configFile != "":
+			return cfg, cli.Hintf(fmt.Errorf("no config file at %s", file), "'%s kernel init --config %s' writes a commented starter there", prog, file)
+		case err != nil:
+			return cfg, cli.Hintf(err, "fix the config; '%s kernel init --config NEW.toml' writes a starter that shows every key, and '%s kernel check%s' checks it", prog, prog, configArg(configFile))
+		}
+		cfg = c
+	} else {
+		cfg = kernel.DefaultConfig(".")
+	}
+	from := "the current directory"
+	if ref := cfg.RootRef(); ref != "" {
+		from = ref
+	}
+	if rootFlag != "" {
+		cfg.Root, from = rootFlag, "--root"
+	}
+	dir, err := kernel.CheckRoot(cfg.Root)
+	var re *kernel.RootError
+	switch {
+	case errors.Is(err, kernel.ErrNoRoot):
+		where := cfg.RootRef()
+		if where == "" {
+			where = "[files] root in " + cfg.File
+		}
+		return cfg, cli.Hintf(fmt.Errorf("no files root: %s is empty", where),
+			"set root in %s to the directory to share, or pass --root DIR", cfg.File)
+	case errors.As(err, &re) && from == "--root":
+		return cfg, cli.Hintf(fmt.Errorf("files root %s (from --root): %v", re.Path, re.Err), "pass --root an existing directory to share")
+	case errors.As(err, &re) && cfg.File != "" && from != "--root":
+		return cfg, cli.Hintf(fmt.Errorf("files root %s (from %s): %v", re.Path, from, re.Err),
+			"fix root in %s (~ is your home; a relative path is relative to the config's directory), or pass --root DIR", cfg.File)
+	case err != nil:
+		return cfg, cli.Hintf(fmt.Errorf("files root (%s): %w", from, err), "pass --root DIR, an existing directory to share")
+	}
+	cfg.Root = dir
+	return cfg, nil
+}
+
+// summarize is the config's summary, with warnings about the harness
+// entries installed for this user and directory.
+func summarize(cfg kernel.Config) kernel.Summary {
+	sum := kernel.Summarize(cfg, time.Now())
+	if env, err := processEnv(); err == nil {
+		sum.CheckInstalled(cfg, install.Integrations(env))
+	}
+	return sum
+}
+
+// printAllowances prints, per grant subject, a table of what it may do.
+func printAllowances(w io.Writer, cfg kernel.Config, sum kernel.Summary) {
+	wildcard := false
+	for _, sub := range sum.Subjects {
+		switch {
+		case sub.Subject == policy.SubjectWildcard:
+			wildcard = true
+			fmt.Fprintf(w, "every integration (%s) may:\n", sub.Subject)
+		case wildcard:
+			fmt.Fprintf(w, "%s may also:\n", sub.Subject)
+		default:
+			fmt.Fprintf(w, "%s may:\n", sub.Subject)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  TOOL\tACTION\tON\tUNTIL\tGRANT")
+		for _, r := range sub.Rows {
+			on := r.Resource.String() + " only"
+			if r.Descendants {
+				on = r.Resource.String() + " and below"
+			}
+			until := "no expiry"
+			if !r.Expires.IsZero() {
+				until = r.Expires.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Tool, r.Action, on, until, grantLabel(cfg, r.Grant))
+		}
+		tw.Flush()
+	}
+}
+
+// grantLabel is "#N, line L": the file is named above the tables.
+func grantLabel(cfg kernel.Config, i int) string {
+	switch line := cfg.GrantLine(i); {
+	case cfg.File == "":
+		return fmt.Sprintf("#%d (built in)", i+1)
+	case line > 0:
+		return fmt.Sprintf("#%d, line %d", i+1, line)
+	}
+	return fmt.Sprintf("#%d", i+1)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 	"github.com/sharedos/sharedos-mcp/kernelclient"
-	"github.com/sharedos/sharedos-mcp/policy"
 	"github.com/sharedos/sharedos-mcp/shim"
 )
 
@@ -30,7 +29,7 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	integration := fs.String("integration", "", "the integration `name` the kernel knows this harness by (required; 1-64 of letters, digits, space, - _ .)")
 	socket := fs.String("socket", "", "kernel socket `path` (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	kernelUID := fs.Int("kernel-uid", -1, "one more `uid` the kernel may run as, besides yours and root")
-	callTimeout := fs.Duration("call-timeout", 2*time.Minute, "answer a call failed/kernel_timeout after this `duration` (0: no limit)")
+	callTimeout := durationFlag(fs, "call-timeout", 2*time.Minute, false, "answer a call failed/kernel_timeout after this `duration`, e.g. 30s or 5m (0: no limit)")
 	maxMessage := fs.Int("max-message", jsonrpc.DefaultMaxLine, "largest message line in `bytes`, on stdin and from the kernel")
 	var logOpts cli.LogOptions
 	fs.StringVar(&logOpts.Level, "log-level", "info", "log `level`: trace, debug, info, warn, error, disabled")
@@ -44,8 +43,8 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	if *integration == "" {
 		return cli.Usagef("say which harness this is, e.g. --integration claude-code", "serve: --integration is required")
 	}
-	if !policy.ValidIntegrationName(*integration) {
-		return cli.Hintf(fmt.Errorf("invalid integration name %q", *integration), "use 1-64 characters of letters, digits, space, '-', '_' and '.'; names are never rewritten")
+	if err := integrationName("serve", *integration); err != nil {
+		return err
 	}
 	if *maxMessage < 1024 {
 		return cli.Usagef("use at least 1024", "serve: --max-message %d is too small", *maxMessage)

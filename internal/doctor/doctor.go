@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,14 +39,18 @@ type Options struct {
 	// Socket is the kernel socket to check and From says where that
 	// choice came from (see SocketChoice).
 	Socket, From string
-	// Integration is the name to say hello as.
+	// Integration, when set, is the one integration whose hello and
+	// catalogue are checked. When empty, each integration an installed
+	// harness entry names is checked; with none installed, hello is
+	// checked as "doctor".
 	Integration string
 	// KernelUID is one more uid the kernel may run as, as given to serve;
 	// -1 for none.
 	KernelUID int
 	// Version is this binary's version.
 	Version string
-	// Env is where the harness configurations are looked up.
+	// Env is where the harness configurations are looked up; its Getenv
+	// is also the environment serve's socket default is computed from.
 	Env install.Env
 }
 
@@ -52,9 +58,45 @@ type Options struct {
 func Run(ctx context.Context, w io.Writer, opts Options) int {
 	d := &doctor{out: w, opts: opts}
 	exe := d.binary()
-	d.kernel(ctx, opts.Socket, opts.From, opts.Integration, kernelclient.Options{Socket: opts.Socket, KernelUID: opts.KernelUID})
-	d.harnesses(opts.Env, exe)
+	entries, errs := install.InspectAll(opts.Env)
+	d.kernel(ctx, d.integrations(entries), kernelclient.Options{Socket: opts.Socket, KernelUID: opts.KernelUID})
+	d.harnesses(entries, errs, exe)
 	return d.problems
+}
+
+// integrationCheck is one integration to say hello as, and the installed
+// entries that name it.
+type integrationCheck struct {
+	name string
+	by   []string // "claude-code user", …
+	// installed: a harness runs it, so an empty catalogue is a problem.
+	installed bool
+}
+
+// integrations lists what to say hello as: the one asked for, else each
+// integration an installed entry names, else "doctor".
+func (d *doctor) integrations(entries []install.Installed) []integrationCheck {
+	var checks []integrationCheck
+	for i, in := range entries {
+		name := in.Integration()
+		if !in.Found || name == "" || (d.opts.Integration != "" && name != d.opts.Integration) || sameFileAs(entries, i) >= 0 {
+			continue
+		}
+		label := in.Harness.ID + " " + string(in.Scope)
+		if i := slices.IndexFunc(checks, func(c integrationCheck) bool { return c.name == name }); i >= 0 {
+			checks[i].by = append(checks[i].by, label)
+			continue
+		}
+		checks = append(checks, integrationCheck{name: name, by: []string{label}, installed: true})
+	}
+	switch {
+	case d.opts.Integration != "" && len(checks) == 0:
+		// Asked for by name: a harness may be configured by hand.
+		checks = []integrationCheck{{name: d.opts.Integration, installed: true}}
+	case len(checks) == 0:
+		checks = []integrationCheck{{name: "doctor"}}
+	}
+	return checks
 }
 
 // doctor prints one line per check and counts the problems.
@@ -110,10 +152,12 @@ func SocketChoice(flagValue string, getenv func(string) string) (path, from stri
 	return sockpath.Default(getenv), from
 }
 
-// kernel checks the socket, the connection, the kernel's credentials,
-// hello and the catalogue, stopping at the first that fails since each
-// needs the one before.
-func (d *doctor) kernel(ctx context.Context, path, from, integration string, opts kernelclient.Options) {
+// kernel checks the socket, the connection and the kernel's credentials,
+// then hello and the catalogue once per integration, each a turn of its
+// own; it stops at the first check that fails, since each needs the one
+// before.
+func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts kernelclient.Options) {
+	path, from := opts.Socket, d.opts.From
 	if err := sockpath.CheckLen(path); err != nil {
 		d.problem(fmt.Sprintf("socket %s (from %s): %v", path, from, err), "use a shorter socket path, e.g. under $XDG_RUNTIME_DIR, for the kernel and serve alike")
 		d.skip("kernel checks skipped: no usable socket path")
@@ -132,12 +176,13 @@ func (d *doctor) kernel(ctx context.Context, path, from, integration string, opt
 		credErr   error
 		connected bool
 	)
-	opts.PeerCred = func(c *net.UnixConn) (peercred.Cred, error) {
+	first := opts
+	first.PeerCred = func(c *net.UnixConn) (peercred.Cred, error) {
 		connected = true
 		cred, credErr = peercred.Get(c)
 		return cred, credErr
 	}
-	k, err := kernelclient.Dial(opts)
+	k, err := kernelclient.Dial(first)
 	switch {
 	case err != nil && !connected:
 		fix := "start a kernel: " + prog + " kernel --root DIR --socket " + path
@@ -156,13 +201,28 @@ func (d *doctor) kernel(ctx context.Context, path, from, integration string, opt
 			fmt.Sprintf("run the kernel as yourself, or, if you trust uid %d, pass --kernel-uid %d to serve and doctor", cred.UID, cred.UID))
 		return
 	}
-	defer k.Close()
 	d.ok("kernel reachable at %s", path)
 	d.ok("kernel peer: uid %d (%s), pid %d", cred.UID, whoIs(cred.UID), cred.PID)
+	if !checks[0].installed {
+		d.skip("no installed harness entry names an integration: hello checked as %q; add one with %s install HARNESS", checks[0].name, prog)
+	}
+	for i, c := range checks {
+		if i > 0 {
+			if k, err = kernelclient.Dial(opts); err != nil {
+				d.problem(fmt.Sprintf("kernel not reachable at %s for %q: %v", path, c.name, err), "run doctor again; check the kernel's log")
+				continue
+			}
+		}
+		d.turn(ctx, k, path, c)
+		k.Close()
+	}
+}
 
+// turn says hello as c.name on k and fetches its catalogue.
+func (d *doctor) turn(ctx context.Context, k *kernelclient.Client, path string, c integrationCheck) {
 	hctx, cancel := context.WithTimeout(ctx, HelloTimeout)
 	defer cancel()
-	hello, err := k.Hello(hctx, kproto.HelloParams{Name: integration, Shim: kproto.Peer{Name: prog + " doctor", Version: d.opts.Version}})
+	hello, err := k.Hello(hctx, kproto.HelloParams{Name: c.name, Shim: kproto.Peer{Name: prog + " doctor", Version: d.opts.Version}})
 	if err != nil {
 		what, fix := "hello refused: "+err.Error(), "check the kernel's log"
 		var he *cli.Error
@@ -172,13 +232,21 @@ func (d *doctor) kernel(ctx context.Context, path, from, integration string, opt
 		d.problem(what, fix)
 		return
 	}
-	d.ok("hello accepted as integration %q: kernel %s %s, protocol %d, executionId %s", integration, hello.Kernel.Name, hello.Kernel.Version, hello.Protocol, hello.ExecutionID)
-	tools, hash, err := k.Catalogue(hctx)
-	if err != nil {
-		d.problem("catalogue: "+err.Error(), "serve refuses this catalogue; check the kernel's tool definitions, or use a sharedos-mcp release that matches the kernel")
-		return
+	by := ""
+	if len(c.by) > 0 {
+		by = " (named by " + strings.Join(c.by, ", ") + ")"
 	}
-	d.ok("catalogue for %q: %d tools, catalogHash %s (the published projection hashes the same)", integration, len(tools), hash)
+	d.ok("hello accepted as integration %q%s: kernel %s %s, protocol %d, executionId %s", c.name, by, hello.Kernel.Name, hello.Kernel.Version, hello.Protocol, hello.ExecutionID)
+	tools, hash, err := k.Catalogue(hctx)
+	switch {
+	case err != nil:
+		d.problem("catalogue: "+err.Error(), "serve refuses this catalogue; check the kernel's tool definitions, or use a sharedos-mcp release that matches the kernel")
+	case len(tools) == 0 && c.installed:
+		d.problem(fmt.Sprintf("catalogue for %q is empty: no grant gives it a tool, so its harness shows no sharedos tools", c.name),
+			fmt.Sprintf("run '%s kernel check' with the kernel's config to see what each integration may do, and add a [[grant]] with subject = \"integration:%s\"", prog, c.name))
+	default:
+		d.ok("catalogue for %q: %d tools, catalogHash %s (the published projection hashes the same)", c.name, len(tools), hash)
+	}
 }
 
 // socketFile runs serve's socket check and reports what it saw.
@@ -221,44 +289,124 @@ func whoIs(uid uint32) string {
 }
 
 // harnesses reports, for every harness and scope, whether its file holds
-// our entry and whether that entry runs exe.
-func (d *doctor) harnesses(env install.Env, exe string) {
-	for _, id := range install.Harnesses() {
-		h, _ := install.Lookup(id)
-		for _, scope := range []install.Scope{install.ScopeUser, install.ScopeProject} {
-			d.harness(h, scope, env, exe)
+// our entry, whether that entry runs exe and finds the kernel's socket,
+// and for pi whether script mode is off.
+func (d *doctor) harnesses(entries []install.Installed, errs []error, exe string) {
+	piInstalled := false
+	for i, in := range entries {
+		if j := sameFileAs(entries, i); j >= 0 {
+			d.skip("%s %s: the same file as %s %s (%s)", in.Harness.ID, in.Scope, entries[j].Harness.ID, entries[j].Scope, in.Path)
+		} else if d.harness(in, errs[i], exe) && in.Harness.HasScriptMode() {
+			piInstalled = true
+		}
+		if i+1 == len(entries) || entries[i+1].Harness.ID != in.Harness.ID {
+			if piInstalled {
+				d.scriptMode(in.Harness)
+				piInstalled = false
+			}
 		}
 	}
 }
 
-func (d *doctor) harness(h install.Harness, scope install.Scope, env install.Env, exe string) {
+// sameFileAs returns the index of an earlier entry of the same harness
+// that reads the same file (the project scope, when doctor runs in the
+// home directory), or -1.
+func sameFileAs(entries []install.Installed, i int) int {
+	for j := range i {
+		if entries[j].Harness.ID == entries[i].Harness.ID && entries[i].Path != "" && entries[j].Path == entries[i].Path {
+			return j
+		}
+	}
+	return -1
+}
+
+// harness reports one entry and returns whether it is installed.
+func (d *doctor) harness(in install.Installed, err error, exe string) bool {
+	h, scope, path := in.Harness, in.Scope, in.Path
 	label := fmt.Sprintf("%s %s:", h.ID, scope)
 	reinstall := fmt.Sprintf("%s install %s --scope %s (with the --socket and --integration you used)", prog, h.ID, scope)
-	path, found, command, err := install.Inspect(h, scope, env)
 	switch {
 	case err != nil && path == "":
 		d.skip("%s %v", label, err)
-		return
+		return false
 	case err != nil:
 		d.problem(fmt.Sprintf("%s %v", label, err), fmt.Sprintf("fix %s so that it parses; %s cannot read it either", path, h.Title))
-		return
-	case !found:
+		return false
+	case !in.Found:
 		d.skip("%s not installed (%s)", label, path)
-		return
-	case command == "":
+		return false
+	case in.Entry.Command == "":
 		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, install.ServerName, path), reinstall)
-		return
+		return true
 	}
-	resolved, err := resolveCommand(command)
+	command := in.Entry.Command
+	resolved, rerr := resolveCommand(command)
 	switch {
-	case err != nil:
-		d.problem(fmt.Sprintf("%s %s runs %s, which cannot be found: %v", label, path, command, err), reinstall)
+	case rerr != nil:
+		d.problem(fmt.Sprintf("%s %s runs %s, which cannot be found: %v", label, path, command, rerr), reinstall)
 	case exe == "":
 		d.skip("%s %s runs %s; not compared, this binary's path is unknown", label, path, command)
 	case resolved != exe:
 		d.problem(fmt.Sprintf("%s %s runs %s, not this binary (%s)", label, path, command, exe), reinstall+", or run the doctor of the binary it names")
 	default:
 		d.ok("%s %s runs this binary", label, path)
+	}
+	if in.Integration() == "" {
+		d.problem(fmt.Sprintf("%s the entry in %s runs serve without --integration, which serve refuses", label, path), reinstall)
+	}
+	d.entrySocket(label, in, reinstall)
+	return true
+}
+
+// entrySocket reports whether serve, run from this entry, looks for the
+// kernel where doctor found it to be: an entry without --socket relies on
+// serve's default, which differs between a harness started from this
+// shell and one started from a GUI or an IDE without $XDG_RUNTIME_DIR.
+func (d *doctor) entrySocket(label string, in install.Installed, reinstall string) {
+	kernel := d.opts.Socket
+	getenv := d.opts.Env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if s := in.Socket(); s != "" {
+		if filepath.Clean(s) == filepath.Clean(kernel) {
+			d.ok("%s serve looks for the kernel at %s (--socket in the entry)", label, s)
+			return
+		}
+		d.problem(fmt.Sprintf("%s the entry passes --socket %s, but doctor checked the kernel at %s", label, s, kernel),
+			fmt.Sprintf("%s install %s --scope %s --socket %s, or run '%s doctor --socket %s' if the kernel is there", prog, in.Harness.ID, in.Scope, kernel, prog, s))
+		return
+	}
+	shell, bare := sockpath.Default(getenv), install.BareSocket(getenv)
+	switch {
+	case filepath.Clean(bare) == filepath.Clean(kernel):
+		d.ok("%s serve finds the kernel at %s however the harness is started", label, kernel)
+	case filepath.Clean(shell) == filepath.Clean(kernel):
+		d.problem(fmt.Sprintf("%s the entry has no --socket: a harness started from this shell finds %s, but one started from a GUI or an IDE (without $XDG_RUNTIME_DIR or $SHAREDOS_SOCKET) looks for %s", label, kernel, bare),
+			fmt.Sprintf("%s install %s --scope %s (it writes --socket when it is needed)", prog, in.Harness.ID, in.Scope))
+	default:
+		d.problem(fmt.Sprintf("%s the entry has no --socket, so serve looks for %s (or %s without $XDG_RUNTIME_DIR), not the kernel doctor checked at %s", label, shell, bare, kernel),
+			fmt.Sprintf("%s install %s --scope %s --socket %s", prog, in.Harness.ID, in.Scope, kernel))
+	}
+}
+
+// scriptMode reports pi-mcp-adapter's script mode, which runs
+// model-written JavaScript outside the kernel when it is on.
+func (d *doctor) scriptMode(h install.Harness) {
+	st, err := h.ScriptMode(d.opts.Env)
+	switch {
+	case err != nil:
+		d.problem(fmt.Sprintf("%s: cannot tell whether pi-mcp-adapter's script mode is on: %v", h.ID, err), "make the file readable, or check it by hand")
+	case st.On:
+		where := "by default: no config file sets settings.scriptMode"
+		fix := prog + " install " + h.ID + " (it turns script mode off)"
+		if st.File != "" {
+			where = "set in " + st.File
+			fix = "set \"settings\": {\"scriptMode\": false} in " + st.File
+		}
+		d.problem(fmt.Sprintf("%s: pi-mcp-adapter's script mode is on (%s): its mcpScript tool runs model-written JavaScript in node:vm, which can act outside the kernel with no grant and no audit record", h.ID, where), fix)
+	default:
+		d.ok("%s: pi-mcp-adapter's script mode is off (%s)", h.ID, st.File)
 	}
 }
 

@@ -83,7 +83,7 @@ type HelloResult struct {
 }
 
 // ListResult answers tools.list. Tools are kernel-side definitions
-// (CATALOG-HASH.md), possibly with kernel-internal fields the shim ignores.
+// (docs/catalog-hash.md), possibly with kernel-internal fields the shim ignores.
 type ListResult struct {
 	Tools       []json.RawMessage `json:"tools"`
 	CatalogHash string            `json:"catalogHash"`

@@ -1,0 +1,111 @@
+package cmd
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestMain lets the test binary stand in for sharedos-mcp in the scripts
+// (testscript puts a copy on their PATH): the command runs Main, as the
+// real binary does, in a process of its own.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		prog: func() { os.Exit(Main(Build{})) },
+	})
+}
+
+// TestScripts runs the user-facing command line as a user meets it:
+// testdata/script/*.txtar, each a fresh home directory and working
+// directory. Every message a script checks is the exact text a user reads.
+//
+// Besides testscript's own commands, a script has:
+//
+//	code N command args...   run command; its exit code must be N
+//	waitsock path            wait (at most 20s) until path accepts a connection
+//
+// and these variables: HOME ($WORK/home), SOCKDIR (a directory with a
+// path short enough for a socket), BINDIR (where the sharedos-mcp under
+// test lives) and UID.
+func TestScripts(t *testing.T) {
+	bin, err := exec.LookPath(prog)
+	if err != nil {
+		t.Fatalf("testscript did not put %s on PATH: %v", prog, err)
+	}
+	if bin, err = filepath.EvalSymlinks(bin); err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                 filepath.Join("testdata", "script"),
+		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			home := filepath.Join(env.WorkDir, "home")
+			if err := os.Mkdir(home, 0o700); err != nil {
+				return err
+			}
+			sockDir, err := os.MkdirTemp("", "ts")
+			if err != nil {
+				return err
+			}
+			env.Defer(func() { os.RemoveAll(sockDir) })
+			env.Setenv("HOME", home)
+			env.Setenv("SOCKDIR", sockDir)
+			env.Setenv("BINDIR", filepath.Dir(bin))
+			env.Setenv("UID", strconv.Itoa(os.Getuid()))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"code":     cmdCode,
+			"waitsock": cmdWaitSock,
+		},
+	})
+}
+
+func cmdCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: code N command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("code: %q is not an exit code", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("code: %v", err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// cmdWaitSock polls, since a background kernel says it is listening only
+// on a stream the script cannot read until the kernel exits.
+func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitsock path")
+	}
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("nothing listens on %s after 20s: %v", path, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,156 @@
+package kernel
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var summaryNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+func mustParse(t *testing.T, doc string) Config {
+	t.Helper()
+	c, err := ParseConfig("k.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// rows renders a subject's allowances as "tool action resource[/**] until #grant".
+func rows(s SubjectSummary) []string {
+	var out []string
+	for _, r := range s.Rows {
+		res := r.Resource.String()
+		if r.Descendants {
+			res += "/**"
+		}
+		until := "-"
+		if !r.Expires.IsZero() {
+			until = r.Expires.Format(time.RFC3339)
+		}
+		out = append(out, strings.Join([]string{r.Tool, r.Action, res, until, "#" + string(rune('1'+r.Grant))}, " "))
+	}
+	return out
+}
+
+func TestSummarizeTheExample(t *testing.T) {
+	c, err := LoadConfig(exampleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Summarize(c, summaryNow)
+	if len(s.Problems) != 0 || len(s.Warnings) != 0 {
+		t.Errorf("problems %v, warnings %v; want none", s.Problems, s.Warnings)
+	}
+	if len(s.Subjects) != 2 || s.Subjects[0].Subject != "integration:*" || s.Subjects[1].Subject != "integration:claude-code" {
+		t.Fatalf("subjects %+v; want integration:* first, then integration:claude-code", s.Subjects)
+	}
+	want := map[int][]string{
+		0: {"files.list list files:/ - #3", "sharedos.escalate escalate sharedos:/escalate - #4"},
+		1: {"files.list list files:/docs/** - #1", "files.read read files:/docs/** - #1", "files.search search files:/docs/** - #1",
+			"files.write write files:/docs/drafts/** 2027-12-31T23:59:59Z #2"},
+	}
+	for i, w := range want {
+		if got := rows(s.Subjects[i]); strings.Join(got, "\n") != strings.Join(w, "\n") {
+			t.Errorf("%s:\n%s\nwant\n%s", s.Subjects[i].Subject, strings.Join(got, "\n"), strings.Join(w, "\n"))
+		}
+	}
+}
+
+func TestSummarizeFindsGrantsThatCanNeverMatch(t *testing.T) {
+	c := mustParse(t, `[[grant]]
+subject = "integration:claude-code"
+resource = "files:/docs"
+actions = ["read"]
+expires = 2020-01-01T00:00:00Z
+
+[[grant]]
+subject = "integration:*"
+resource = "sharedos:/escalte"
+actions = ["escalate"]
+
+[[grant]]
+subject = "integration:claude-code"
+resource = "files:/src"
+descendants = true
+actions = ["read", "escalate"]
+`)
+	s := Summarize(c, summaryNow)
+	wantProblems := []string{
+		"k.toml:1: grant #1: expired at 2020-01-01T00:00:00Z, so it can never match again; move expires into the future or remove the grant",
+		"k.toml:7: grant #2: gives escalate on sharedos:/escalte, which no tool uses, so it grants nothing; the tools in sharedos are sharedos.escalate (escalate on sharedos:/escalate)",
+	}
+	wantWarnings := []string{"k.toml:12: grant #3: no tool uses escalate on files:/src; the grant's other actions stand"}
+	check := func(what string, got []Finding, want []string) {
+		t.Helper()
+		var g []string
+		for _, f := range got {
+			g = append(g, f.String())
+		}
+		if strings.Join(g, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s:\n%s\nwant\n%s", what, strings.Join(g, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	check("problems", s.Problems, wantProblems)
+	check("warnings", s.Warnings, wantWarnings)
+	if len(s.Subjects) != 1 || strings.Join(rows(s.Subjects[0]), ",") != "files.read read files:/src/** - #3" {
+		t.Errorf("subjects %+v", s.Subjects)
+	}
+	// A grant that expires between the check and a later run: the clock
+	// decides.
+	if s := Summarize(c, time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC)); len(s.Problems) != 1 {
+		t.Errorf("before the expiry: problems %v, want only grant #2's", s.Problems)
+	}
+}
+
+func TestSummarizeAConfigThatGrantsNothing(t *testing.T) {
+	for doc, want := range map[string]string{
+		"[files]\nroot = \"/srv\"\n": "the config has no [[grant]]: the kernel denies by default, so every integration's catalogue is empty",
+		"[[grant]]\nsubject = \"integration:*\"\nresource = \"files:/\"\nactions = [\"read\"]\nexpires = 2021-01-01T00:00:00Z\n": "no grant gives any tool: every integration's catalogue is empty",
+	} {
+		s := Summarize(mustParse(t, doc), summaryNow)
+		if len(s.Problems) == 0 || s.Problems[len(s.Problems)-1].String() != want {
+			t.Errorf("%q: problems %v; want last %q", doc, s.Problems, want)
+		}
+	}
+}
+
+func TestSummarizeTheDefault(t *testing.T) {
+	s := Summarize(DefaultConfig("/srv"), summaryNow)
+	if len(s.Problems) != 0 || len(s.Subjects) != 1 ||
+		strings.Join(rows(s.Subjects[0]), ",") != "files.list list files://** - #1,files.read read files://** - #1,files.search search files://** - #1" {
+		t.Errorf("%+v", s)
+	}
+}
+
+func TestCheckInstalledWarnsByName(t *testing.T) {
+	c := mustParse(t, `[[grant]]
+subject = "integration:claude_code"
+resource = "files:/"
+actions = ["read"]
+
+[[grant]]
+subject = "integration:later"
+resource = "files:/"
+actions = ["read"]
+`)
+	s := Summarize(c, summaryNow)
+	s.CheckInstalled(c, []string{"claude-code", "codex"})
+	want := []string{
+		`k.toml:1: grant #1: subject integration:claude_code: no installed harness entry announces "claude_code" (installed: claude-code, codex); did you mean integration:claude-code?`,
+		`k.toml:6: grant #2: subject integration:later: no installed harness entry announces "later" (installed: claude-code, codex); fine if you install it later`,
+		`the installed integration "claude-code" has no grant: its catalogue is empty`,
+		`the installed integration "codex" has no grant: its catalogue is empty`,
+	}
+	var got []string
+	for _, f := range s.Warnings {
+		got = append(got, f.String())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(s.Problems) != 0 {
+		t.Errorf("problems %v: a subject nobody uses yet is a warning, not a failure", s.Problems)
+	}
+}
