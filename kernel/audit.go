@@ -76,6 +76,7 @@ type Event struct {
 	Peer        AuditPeer `json:"peer"`
 
 	CallID      string `json:"callId,omitempty" max:"128"`
+	Seq         int64  `json:"seq,omitempty"` // tool.invoked: the call's arrival position in its turn, from 1
 	Tool        string `json:"tool,omitempty" max:"128"`
 	Resource    string `json:"resource,omitempty"`
 	Action      string `json:"action,omitempty"`

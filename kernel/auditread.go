@@ -2,15 +2,16 @@ package kernel
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf16"
@@ -36,29 +37,16 @@ func (f AuditFilter) match(e Event) bool {
 	return true
 }
 
-// PrintAudit copies the events of r that pass f to w: with asJSON one
-// JSON object per line, otherwise an aligned table. It returns how many
-// lines it could not parse and skipped (lines a crash cut short, which
-// the kernel sets aside behind an audit.segment event).
-//
-// With asJSON each line is the stored line byte for byte, so it hashes to
-// the next line's prev, as long as it is terminal-safe, which every line
-// the kernel writes is. A line written otherwise (by hand, by an older
-// kernel) has its non-graphic runes (C0 and C1 controls, DEL, bidi
-// overrides) rewritten as \u escapes: the same JSON value, harmless on a
-// terminal, no longer the stored bytes.
-func PrintAudit(w io.Writer, r io.Reader, f AuditFilter, asJSON bool) (skipped int, err error) {
+// ReadAudit calls fn with every event of r that passes f, and the line
+// it was stored as, in file order. It returns how many lines it could not
+// parse and skipped (lines a crash cut short, which the kernel sets aside
+// behind an audit.segment event). An error from fn stops it.
+func ReadAudit(r io.Reader, f AuditFilter, fn func(e Event, line []byte) error) (skipped int, err error) {
 	lr := newAuditLineReader(r)
-	var tw *tabwriter.Writer
-	if !asJSON {
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "TIME\tINTEGRATION\tEVENT\tTOOL\tRESOURCE\tSTATUS")
-	}
-	var out []byte
 	for {
 		l, err := lr.next()
 		if errors.Is(err, io.EOF) {
-			break
+			return skipped, nil
 		}
 		if err != nil {
 			return skipped, fmt.Errorf("read audit log: %w", err)
@@ -78,20 +66,87 @@ func PrintAudit(w io.Writer, r io.Reader, f AuditFilter, asJSON bool) (skipped i
 		if !f.match(e) {
 			continue
 		}
-		if asJSON {
-			out = append(appendTerminalSafe(out[:0], l.bytes), '\n')
-			if _, err := w.Write(out); err != nil {
-				return skipped, err
+		if err := fn(e, l.bytes); err != nil {
+			return skipped, err
+		}
+	}
+}
+
+// AuditPrinter writes events one at a time, as they are read, so that a
+// follower shows each event when it happens: with JSON one JSON object
+// per line, otherwise a table whose columns have fixed widths (they
+// cannot be measured ahead of events that have not happened yet), with
+// each call's turn (executionId) and its place in the turn (seq).
+//
+// With JSON each line is the stored line byte for byte, so it hashes to
+// the next line's prev, as long as it is terminal-safe, which every line
+// the kernel writes is. A line written otherwise (by hand, by an older
+// kernel) has its non-graphic runes (C0 and C1 controls, DEL, bidi
+// overrides) rewritten as \u escapes: the same JSON value, harmless on a
+// terminal, no longer the stored bytes.
+type AuditPrinter struct {
+	W    io.Writer
+	JSON bool
+
+	events int
+	buf    []byte
+}
+
+// Print writes one event, and before the first row of a table its header.
+func (p *AuditPrinter) Print(e Event, line []byte) error {
+	if p.JSON {
+		p.buf = append(appendTerminalSafe(p.buf[:0], line), '\n')
+	} else {
+		p.buf = p.buf[:0]
+		if p.events == 0 {
+			p.buf = appendRow(p.buf, "TIME", "EXECUTION", "SEQ", "INTEGRATION", "EVENT", "TOOL", "RESOURCE", "STATUS")
+		}
+		seq := "-"
+		if e.Seq > 0 {
+			seq = strconv.FormatInt(e.Seq, 10)
+		}
+		p.buf = appendRow(p.buf, cell(shortTime(e.Time)), cell(e.ExecutionID), seq, cell(e.Integration),
+			cell(e.Event), cell(e.Tool), cell(e.Resource), cell(statusCell(e)))
+	}
+	p.events++
+	_, err := p.W.Write(p.buf)
+	return err
+}
+
+// Events is how many events Print has written.
+func (p *AuditPrinter) Events() int { return p.events }
+
+// auditColumns are the table's column widths; a longer value pushes the
+// rest of its row right rather than being cut.
+var auditColumns = [...]int{20, 20, 4, 14, 19, 16, 28, 0}
+
+func appendRow(b []byte, cells ...string) []byte {
+	for i, c := range cells {
+		if i > 0 {
+			b = append(b, "  "...)
+		}
+		if i == 2 { // seq: right-aligned
+			for n := utf8.RuneCountInString(c); n < auditColumns[i]; n++ {
+				b = append(b, ' ')
 			}
+			b = append(b, c...)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n",
-			cell(shortTime(e.Time)), cell(e.Integration), cell(e.Event), cell(e.Tool), cell(e.Resource), cell(statusCell(e)))
+		b = append(b, c...)
+		if i < len(cells)-1 {
+			for n := utf8.RuneCountInString(c); n < auditColumns[i]; n++ {
+				b = append(b, ' ')
+			}
+		}
 	}
-	if tw != nil {
-		return skipped, tw.Flush()
-	}
-	return skipped, nil
+	return append(b, '\n')
+}
+
+// PrintAudit copies the events of r that pass f to w, as an AuditPrinter
+// writes them, and returns how many lines it skipped (see ReadAudit).
+func PrintAudit(w io.Writer, r io.Reader, f AuditFilter, asJSON bool) (skipped int, err error) {
+	p := &AuditPrinter{W: w, JSON: asJSON}
+	return ReadAudit(r, f, p.Print)
 }
 
 func shortTime(s string) string {
@@ -377,3 +432,70 @@ func VerifyAudit(r io.Reader, kept ...string) (AuditVerification, error) {
 	}
 	return v, nil
 }
+
+// FollowAudit opens the audit log at path for reading that does not end
+// at the end of the file: a Read there waits for the kernel to append
+// more, polling every poll, and moves on to a new file when the path is
+// rotated (renamed or removed, and a new log begun), after reading what
+// was left of the old one. It returns io.EOF once ctx ends.
+func FollowAudit(ctx context.Context, path string, poll time.Duration) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &follower{ctx: ctx, path: path, poll: poll, f: f}, nil
+}
+
+type follower struct {
+	ctx  context.Context
+	path string
+	poll time.Duration
+	f    *os.File
+}
+
+func (fl *follower) Read(p []byte) (int, error) {
+	var t *time.Ticker
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		n, err := fl.f.Read(p)
+		if n > 0 || (err != nil && !errors.Is(err, io.EOF)) {
+			return n, err
+		}
+		// At the end of the file: a rotated log is left for its new
+		// file only now, when nothing more can come of it.
+		if fl.rotated() {
+			if nf, err := os.Open(fl.path); err == nil {
+				fl.f.Close()
+				fl.f = nf
+				continue
+			}
+		}
+		if t == nil {
+			t = time.NewTicker(fl.poll)
+		}
+		select {
+		case <-fl.ctx.Done():
+			return 0, io.EOF
+		case <-t.C:
+		}
+	}
+}
+
+// rotated reports whether path now names another file than the one open.
+func (fl *follower) rotated() bool {
+	open, err := fl.f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(fl.path)
+	if err != nil {
+		return false // removed and not yet begun again
+	}
+	return !os.SameFile(open, now)
+}
+
+func (fl *follower) Close() error { return fl.f.Close() }

@@ -4,26 +4,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/kernel"
 )
 
-func runAudit(_ context.Context, stdio cli.IO, args []string) error {
-	fs := newFlagSet(stdio, "audit", "[flags]",
-		"Print the reference kernel's audit log as a table, or with --json as the stored JSON lines.")
-	file := fs.String("file", "", "audit log `file` (default $XDG_STATE_HOME/sharedos/audit.jsonl, else ~/.local/state/sharedos/audit.jsonl)")
+// followPoll is how often audit --follow looks for new events.
+const followPoll = 200 * time.Millisecond
+
+const auditFileHelp = "audit log `file` (default $XDG_STATE_HOME/sharedos/audit.jsonl, else ~/.local/state/sharedos/audit.jsonl)"
+
+func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
+	if len(args) > 0 && args[0] == "verify" {
+		return runAuditVerify(stdio, args[1:])
+	}
+	fs := newFlagSet(stdio, "audit", "[verify] [flags]",
+		"Print the reference kernel's audit log as a table (each event with its turn, the executionId,\n"+
+			"and each call's place in its turn), or with --json as the stored JSON lines.\n\n"+
+			"  audit verify [--file F] [--head H]   check the log's hash chain and print its head")
+	file := fs.String("file", "", auditFileHelp)
 	integration := fs.String("integration", "", "only this integration's events (exact `name`)")
 	since := durationFlag(fs, "since", 0, true, "only events from the last `duration`, e.g. 30m, 12h or 7d")
 	asJSON := fs.Bool("json", false, "print the stored lines, one JSON object per line")
+	follow := fs.Bool("follow", false, "after the events so far, keep printing new ones as the kernel writes them, until interrupted")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("audit takes flags only", "audit: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the audit command's subcommand is verify; otherwise it takes flags only", "audit: unexpected argument %q", fs.Arg(0))
 	}
 	if *integration != "" {
 		if err := integrationName("audit", *integration); err != nil {
@@ -33,32 +46,133 @@ func runAudit(_ context.Context, stdio cli.IO, args []string) error {
 	if *since < 0 {
 		return cli.Usagef("count back from now with a positive duration, e.g. --since 1h", "audit: --since must not be negative")
 	}
-	path := *file
-	if path == "" {
-		p, err := kernel.DefaultAuditPath(os.Getenv)
-		if err != nil {
-			return cli.Hintf(fmt.Errorf("audit log: %w", err), "pass --file FILE")
-		}
-		path = p
-	}
-	f, err := os.Open(path)
+	path, err := auditPath(*file)
 	if err != nil {
-		if errors.Is(err, iofs.ErrNotExist) {
-			return cli.Hintf(fmt.Errorf("no audit log at %s", path), "run the kernel first, or pass --file with the kernel's --audit path")
-		}
-		return fmt.Errorf("open audit log: %w", err)
+		return err
 	}
-	defer f.Close()
+	var r io.ReadCloser
+	if *follow {
+		r, err = kernel.FollowAudit(ctx, path, followPoll)
+	} else {
+		r, err = os.Open(path)
+	}
+	if err != nil {
+		return auditOpenError(path, err)
+	}
+	defer r.Close()
 	filter := kernel.AuditFilter{Integration: *integration}
 	if *since > 0 {
 		filter.Since = time.Now().Add(-*since)
 	}
-	skipped, err := kernel.PrintAudit(stdio.Out, f, filter, *asJSON)
+	p := &kernel.AuditPrinter{W: stdio.Out, JSON: *asJSON}
+	skipped, err := kernel.ReadAudit(r, filter, p.Print)
 	if err != nil {
 		return err
 	}
 	if skipped > 0 {
-		fmt.Fprintf(stdio.Err, "%s: skipped %d unreadable line(s) in %s\n", prog, skipped, path)
+		fmt.Fprintf(stdio.Err, "%s: skipped %d line(s) of %s that are not events (a crash cut them short; the kernel set them aside)\n", prog, skipped, path)
+	}
+	if p.Events() == 0 && !*follow {
+		// On stderr, so that --json's stdout stays nothing but events.
+		fmt.Fprintf(stdio.Err, "%s: no events%s in %s\n", prog, filterWords(*integration, *since), path)
 	}
 	return nil
 }
+
+// filterWords says what the filters asked for, for "no events …".
+func filterWords(integration string, since time.Duration) string {
+	var w []string
+	if integration != "" {
+		w = append(w, fmt.Sprintf("of integration %q", integration))
+	}
+	if since > 0 {
+		w = append(w, "in the last "+since.String())
+	}
+	if len(w) == 0 {
+		return ""
+	}
+	return " " + strings.Join(w, " ")
+}
+
+func runAuditVerify(stdio cli.IO, args []string) error {
+	fs := newFlagSet(stdio, "audit verify", "[--file F] [--head H]...",
+		"Check the audit log's hash chain: each line carries the SHA-256 of the line before it, so an\n"+
+			"edited, inserted or removed line breaks it. Prints the chain's head, the hash of the last\n"+
+			"event: keep it somewhere the kernel's uid cannot write, and pass it back with --head later\n"+
+			"to detect a rewrite of the whole log. Exits 1 and names the first line where the chain\n"+
+			"breaks, or a kept head the log no longer holds.")
+	file := fs.String("file", "", auditFileHelp)
+	var heads stringsFlag
+	fs.Var(&heads, "head", "a `hash` printed by an earlier verify, which the log must still hold (repeatable)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("audit verify takes flags only", "audit verify: unexpected argument %q", fs.Arg(0))
+	}
+	path, err := auditPath(*file)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return auditOpenError(path, err)
+	}
+	defer f.Close()
+	v, err := kernel.VerifyAudit(f, heads...)
+	var br *kernel.ChainBreak
+	switch {
+	case errors.As(err, &br) && br.Line > 0:
+		return cli.Hintf(fmt.Errorf("audit verify: %s:%d: the chain breaks: %s", path, br.Line, br.Reason),
+			"the log was changed after the kernel wrote it; compare it with a copy or a head you kept, and keep this file as evidence")
+	case errors.As(err, &br):
+		return cli.Hintf(fmt.Errorf("audit verify: %s: %s", path, br.Reason),
+			"the log no longer holds an event it held when that head was printed: it was cut or rewritten")
+	case err != nil:
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	fmt.Fprintf(stdio.Out, "ok %s: %d events in an unbroken chain", path, v.Events)
+	if v.Segments > 0 {
+		fmt.Fprintf(stdio.Out, " (%d segment(s): repairs or rotations, each recorded)", v.Segments)
+	}
+	fmt.Fprintln(stdio.Out)
+	if v.Unchained > 0 {
+		fmt.Fprintf(stdio.Out, "note: the first %d event(s) were written before the chain existed and are not covered by it\n", v.Unchained)
+	}
+	if v.TornTail > 0 {
+		fmt.Fprintf(stdio.Out, "note: the last %d byte(s) are a line a crash cut short; the kernel sets them aside when it next opens the log\n", v.TornTail)
+	}
+	if v.Continues != "" {
+		fmt.Fprintf(stdio.Out, "continues %s (the head of the file it was rotated from)\n", v.Continues)
+	}
+	if v.Head == "" || v.HeadLine == 0 {
+		fmt.Fprintln(stdio.Out, "head: none (no events yet)")
+		return nil
+	}
+	fmt.Fprintf(stdio.Out, "head %s (line %d)\n", v.Head, v.HeadLine)
+	return nil
+}
+
+func auditPath(file string) (string, error) {
+	if file != "" {
+		return file, nil
+	}
+	p, err := kernel.DefaultAuditPath(os.Getenv)
+	if err != nil {
+		return "", cli.Hintf(fmt.Errorf("audit log: %w", err), "pass --file FILE")
+	}
+	return p, nil
+}
+
+func auditOpenError(path string, err error) error {
+	if errors.Is(err, iofs.ErrNotExist) {
+		return cli.Hintf(fmt.Errorf("no audit log at %s", path), "run the kernel first, or pass --file with the kernel's --audit path")
+	}
+	return fmt.Errorf("open audit log: %w", err)
+}
+
+// stringsFlag collects a repeatable flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }

@@ -1,12 +1,17 @@
 package cmd
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/kernel"
 )
 
@@ -74,7 +79,7 @@ func TestAuditJSONIsExactlyOneIntegrationsLines(t *testing.T) {
 	if got := lines(stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("audit --integration cc --json:\n%s\nwant the stored lines:\n%s", stdout, strings.Join(want, "\n"))
 	}
-	if !strings.Contains(stderr, "skipped 1 unreadable line") {
+	if !strings.Contains(stderr, "skipped 1 line(s) of "+path+" that are not events") {
 		t.Errorf("stderr %q: want a note about the torn last line", stderr)
 	}
 }
@@ -126,5 +131,146 @@ func TestAuditMissingFileHints(t *testing.T) {
 	code, _, stderr := runCLI(t, "audit", "--file", filepath.Join(t.TempDir(), "none.jsonl"))
 	if code != 1 || !strings.Contains(stderr, "no audit log at") || !strings.Contains(stderr, "hint: ") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestAuditTableShowsTheTurnAndEachCallsPlace(t *testing.T) {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	path := writeAuditLog(t, []kernel.Event{
+		{Time: now, Event: kernel.EventTurnOpened, ExecutionID: "exe_0123456789abcdef", Integration: "cc"},
+		{Time: now, Event: kernel.EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "cc", Seq: 1, Tool: "files.write", Resource: "files:/n.txt", Status: "succeeded"},
+		{Time: now, Event: kernel.EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "cc", Seq: 2, Tool: "files.read", Resource: "files:/n.txt", Status: "succeeded"},
+	})
+	code, stdout, stderr := runCLI(t, "audit", "--file", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rows := lines(stdout)
+	exe, seq := strings.Index(rows[0], "EXECUTION"), strings.Index(rows[0], "SEQ")+len("SEQ")-4 // right-aligned
+	if exe < 0 || seq < 0 || len(rows) != 4 {
+		t.Fatalf("table:\n%s\nwant EXECUTION and SEQ columns and 3 events", stdout)
+	}
+	for i, want := range []string{"   -", "   1", "   2"} {
+		r := rows[i+1]
+		if !strings.HasPrefix(r[exe:], "exe_0123456789abcdef") || r[seq:seq+4] != want {
+			t.Errorf("row %q: want the turn under EXECUTION and %q under SEQ", r, want)
+		}
+	}
+}
+
+func TestAuditSaysWhenNoEventMatches(t *testing.T) {
+	path := auditFixture(t)
+	for _, args := range [][]string{{"--integration", "nobody"}, {"--integration", "nobody", "--json"}} {
+		code, stdout, stderr := runCLI(t, append([]string{"audit", "--file", path}, args...)...)
+		if code != 0 || stdout != "" || !strings.Contains(stderr, `sharedos-mcp: no events of integration "nobody" in `+path) {
+			t.Errorf("audit %q: exit %d, stdout %q, stderr %q; want 0, nothing, and a line saying no events", args, code, stdout, stderr)
+		}
+	}
+}
+
+func TestAuditVerifyNamesTheBreakAndPrintsTheHead(t *testing.T) {
+	path := auditFixture(t)
+	code, stdout, stderr := runCLI(t, "audit", "verify", "--file", path)
+	if code != 0 || !strings.Contains(stdout, "ok "+path+": 7 events in an unbroken chain") ||
+		!strings.Contains(stdout, "note: the last 14 byte(s) are a line a crash cut short") {
+		t.Fatalf("verify of an intact log: exit %d\n%s%s", code, stdout, stderr)
+	}
+	var head string
+	for _, l := range lines(stdout) {
+		if h, ok := strings.CutPrefix(l, "head "); ok {
+			head, _, _ = strings.Cut(h, " ")
+		}
+	}
+	if len(head) != 64 {
+		t.Fatalf("no head in:\n%s", stdout)
+	}
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), `"denied"`, `"succeeded"`, 1)
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "audit", "verify", "--file", path)
+	if code != 1 || !strings.Contains(stderr, path+":5: the chain breaks: prev does not match line 4") || !strings.Contains(stderr, "hint: ") {
+		t.Errorf("verify of an edited log: exit %d, stderr %q; want 1 naming line 5", code, stderr)
+	}
+
+	// A whole new chain written over the file verifies on its own; the
+	// head kept from before is what catches it.
+	fresh := auditFixture(t)
+	code, _, stderr = runCLI(t, "audit", "verify", "--file", fresh, "--head", head)
+	if code != 1 || !strings.Contains(stderr, "hint: the log no longer holds an event") {
+		t.Errorf("verify of a rewritten log with a kept head: exit %d, stderr %q; want 1", code, stderr)
+	}
+}
+
+// TestAuditFollowPrintsEventsAsTheyAreWrittenAndAcrossRotation runs audit
+// --follow against the kernel's own writer: events appended later are
+// printed as they come, a rotated log is followed into its new file, and
+// the command ends cleanly when interrupted.
+func TestAuditFollowPrintsEventsAsTheyAreWrittenAndAcrossRotation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	log, err := kernel.OpenAuditLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	write := func(exe string) {
+		t.Helper()
+		if err := log.Write(kernel.Event{Time: time.Now().UTC().Format(time.RFC3339Nano), Event: kernel.EventTurnOpened, ExecutionID: exe, Integration: "cc"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("exe_before")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() {
+		code <- Run(ctx, cli.IO{In: strings.NewReader(""), Out: pw, Err: &stderr}, []string{"audit", "--file", path, "--follow", "--json"})
+		pw.Close()
+	}()
+	got := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			got <- sc.Text()
+		}
+		close(got)
+	}()
+	expect := func(what string) {
+		t.Helper()
+		select {
+		case l := <-got:
+			if !strings.Contains(l, what) {
+				t.Fatalf("followed line %q, want %s", l, what)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no line with %s within 10s", what)
+		}
+	}
+	expect(`"executionId":"exe_before"`)
+	write("exe_after")
+	expect(`"executionId":"exe_after"`)
+
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	write("exe_rotated") // the writer notices, begins a new file with a segment event
+	expect(`"event":"audit.segment"`)
+	expect(`"executionId":"exe_rotated"`)
+
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Errorf("audit --follow exited %d after an interrupt: %s", c, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("audit --follow did not end within 10s of the interrupt")
 	}
 }
