@@ -70,8 +70,8 @@ type Options struct {
 	PeerCred func(*net.UnixConn) (peercred.Cred, error)
 }
 
-// trusted reports whether uid may be the kernel's owner.
-func (o Options) trusted(uid uint32) bool {
+// Trusted reports whether uid may be the kernel's owner.
+func (o Options) Trusted(uid uint32) bool {
 	return uid == 0 || uid == uint32(os.Getuid()) || (o.KernelUID >= 0 && uid == uint32(o.KernelUID))
 }
 
@@ -110,7 +110,7 @@ const readBuffer = 1 << 20
 // Dial checks the socket path, connects, and checks the kernel's peer
 // credentials. Nothing is written before all checks pass.
 func Dial(opts Options) (*Client, error) {
-	if err := sockpath.CheckSocket(opts.Socket, opts.trusted); err != nil {
+	if err := sockpath.CheckSocket(opts.Socket, opts.Trusted); err != nil {
 		return nil, fmt.Errorf("check socket: %w", err)
 	}
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: opts.Socket, Net: "unix"})
@@ -126,7 +126,7 @@ func Dial(opts Options) (*Client, error) {
 		conn.Close()
 		return nil, err
 	}
-	if !opts.trusted(cred.UID) {
+	if !opts.Trusted(cred.UID) {
 		conn.Close()
 		return nil, fmt.Errorf("kernel peer runs as uid %d (pid %d), not our uid %d, root, or --kernel-uid", cred.UID, cred.PID, os.Getuid())
 	}
