@@ -177,10 +177,18 @@ func (c *lineCounter) waitFor(n int) bool {
 
 func dialKernel(t testing.TB, path string) (*kernelclient.Client, kproto.HelloResult) {
 	t.Helper()
-	c, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: -1})
+	return dialKernelLimit(t, path, 0)
+}
+
+// dialKernelLimit is dialKernel with a line limit for the kernel's
+// answers, as serve's --max-message sets.
+func dialKernelLimit(t testing.TB, path string, maxLine int) (*kernelclient.Client, kproto.HelloResult) {
+	t.Helper()
+	c, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: -1, MaxLine: maxLine})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() }) // Serve closes it; a test that fails first must too
 	hello, err := c.Hello(context.Background(), kproto.HelloParams{Name: "wire-test", Shim: kproto.Peer{Version: "test"}})
 	if err != nil {
 		t.Fatal(err)
