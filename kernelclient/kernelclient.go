@@ -406,6 +406,16 @@ func (call *Call) raw(ctx context.Context) (json.RawMessage, error) {
 // tenth of its CPU).
 func (call *Call) Answer() <-chan Answer { return call.ch }
 
+// Answered reports whether the call's answer has come (or it was
+// abandoned): a report the kernel sends about it now comes after its
+// answer.
+func (call *Call) Answered() bool {
+	call.c.mu.Lock()
+	defer call.c.mu.Unlock()
+	_, pending := call.c.pending[call.id]
+	return !pending
+}
+
 // Abandon forgets a call whose answer is no longer awaited: if it still
 // comes, it is dropped. Telling the kernel is the caller's choice (Cancel).
 func (call *Call) Abandon() { call.c.forget(call.id) }

@@ -254,16 +254,13 @@ func (s *server) dispatch(ctx context.Context, req *request, p callParams, sl *s
 	sl.cancel = func() { close(stop) }
 	s.calls.Add(1)
 	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: p.args, CatalogHash: s.cat.hash}
+	var pc *progressCall
 	if len(req.progressToken) > 0 {
 		// The kernel's reports on this call go to the client from now on.
-		pc := &progressCall{sl: sl, token: req.progressToken}
-		if !fetched { // else mu is held already
-			s.mu.Lock()
-		}
+		pc = &progressCall{sl: sl, token: req.progressToken}
+		s.lockUnlessFetched(fetched)
 		s.progress[callID] = pc
-		if !fetched {
-			s.mu.Unlock()
-		}
+		s.unlockUnlessFetched(fetched)
 	}
 	start := s.kernel.StartInvoke
 	if !fetched && s.in != nil && s.in.Buffered() {
@@ -273,7 +270,26 @@ func (s *server) dispatch(ctx context.Context, req *request, p callParams, sl *s
 		start = s.kernel.StartInvokeDeferred
 	}
 	call, err := start(ip)
+	if pc != nil && err == nil {
+		s.lockUnlessFetched(fetched)
+		pc.call = call
+		s.unlockUnlessFetched(fetched)
+	}
 	s.spawn(func() { s.relay(ctx, req, sl, stop, tool, ip, call, err, timeout) })
+}
+
+// lockUnlessFetched takes mu unless dispatch holds it already (for a call
+// the catalogue's fetch sends).
+func (s *server) lockUnlessFetched(fetched bool) {
+	if !fetched {
+		s.mu.Lock()
+	}
+}
+
+func (s *server) unlockUnlessFetched(fetched bool) {
+	if !fetched {
+		s.mu.Unlock()
+	}
 }
 
 // relay waits for the kernel's answer to a call already sent (or the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernelclient"
 )
 
 // maxNotes bounds progress notifications waiting for the writer. Beyond
@@ -24,6 +25,7 @@ type note struct {
 type progressCall struct {
 	sl    *slot
 	token json.RawMessage
+	call  *kernelclient.Call // nil until sent
 	last  float64
 	sent  bool
 }
@@ -44,7 +46,9 @@ func (s *server) unwatchProgress(callID string) {
 func (s *server) onProgress(p kproto.ProgressParams) {
 	s.mu.Lock()
 	pc := s.progress[p.CallID]
-	if pc == nil || (pc.sent && p.Progress <= pc.last) {
+	if pc == nil || (pc.sent && p.Progress <= pc.last) || (pc.call != nil && pc.call.Answered()) {
+		// Not asked for, not an increase, or about a call the kernel has
+		// answered already (the reports come in order with the answers).
 		s.mu.Unlock()
 		return
 	}
