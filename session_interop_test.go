@@ -257,3 +257,66 @@ func TestServeWithAStoppedKernelEndsWithinTheCallTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeScriptSDKPingDuringAHeldCall: the TypeScript SDK client's
+// ping({timeout: 1000}) is answered while a call is held at the kernel (it
+// timed out before, waiting behind the call). The client is
+// testdata/tsclient, installed from the npm registry by its lockfile into
+// a temporary directory.
+func TestTypeScriptSDKPingDuringAHeldCall(t *testing.T) {
+	for _, tool := range []string{"npm", "node"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: this test drives the TypeScript SDK client from npm (CI has npm)", tool)
+		}
+	}
+	bin := testbin.Path(t)
+	dir := t.TempDir()
+	for _, f := range []string{"package.json", "package-lock.json", "ping.mjs"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "tsclient", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	install.Dir = dir
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Skipf("npm ci of the TypeScript SDK failed, so there is no client to drive: %v\n%s", err, out)
+	}
+
+	k := kerneltest.Start(t, kerneltest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := exec.CommandContext(ctx, "node", "ping.mjs", bin, k.Path)
+	client.Dir = dir
+	var stderr strings.Builder
+	client.Stderr = &stderr
+	stdout, err := client.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	br := bufio.NewReader(stdout)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			break
+		}
+		said = append(said, strings.TrimSpace(line))
+		if strings.HasPrefix(line, "pinged") {
+			k.Release() // the call was held until now
+		}
+	}
+	if err := client.Wait(); err != nil {
+		t.Fatalf("the TypeScript client failed: %v\nsaid %q\n%s", err, said, stderr.String())
+	}
+	if len(said) != 2 || !strings.HasPrefix(said[0], "pinged") || said[1] != "called ok" {
+		t.Fatalf("the client said %q, want a ping answered during the call, then the call's result\n%s", said, stderr.String())
+	}
+	t.Log(said[0])
+}

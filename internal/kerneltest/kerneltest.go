@@ -73,11 +73,12 @@ type Kernel struct {
 	wg    sync.WaitGroup
 	quit  chan struct{}
 	once  sync.Once
+	released sync.Once
 
 	mu      sync.Mutex
 	events  []string
 	conns   map[*Conn]bool
-	release chan struct{} // closed by Release: held calls answer
+	release chan struct{} // closed by Release: calls to hold answer
 }
 
 // New serves a fake kernel on a fresh socket until Close.
@@ -158,12 +159,11 @@ func (k *Kernel) Close() error {
 	return os.RemoveAll(k.dir)
 }
 
-// Release answers every call to hold made so far that has no ms.
+// Release answers every call to hold that has no ms, those made before
+// and those made after, so a test need not know whether a call has reached
+// the kernel yet.
 func (k *Kernel) Release() {
-	k.mu.Lock()
-	close(k.release)
-	k.release = make(chan struct{})
-	k.mu.Unlock()
+	k.released.Do(func() { close(k.release) })
 }
 
 // Record adds an event, as the fake's own are added.
@@ -310,11 +310,8 @@ func (c *Conn) handle(m *jsonrpc.Message) bool {
 		c.mu.Lock()
 		escalated := c.escalated
 		c.mu.Unlock()
-		c.k.mu.Lock()
-		released := c.k.release
-		c.k.mu.Unlock()
 		c.wg.Add(1)
-		go c.invoke(m.ID, p, release, released, escalated)
+		go c.invoke(m.ID, p, release, c.k.release, escalated)
 	case kproto.MethodCancel:
 		var p kproto.CancelParams
 		json.Unmarshal(m.Params, &p)
