@@ -66,13 +66,13 @@ type Kernel struct {
 	Path string
 	Hash string
 
-	opts  Options
-	dir   string
-	tools []json.RawMessage
-	ln    *net.UnixListener
-	wg    sync.WaitGroup
-	quit  chan struct{}
-	once  sync.Once
+	opts     Options
+	dir      string
+	tools    []json.RawMessage
+	ln       *net.UnixListener
+	wg       sync.WaitGroup
+	quit     chan struct{}
+	once     sync.Once
 	released sync.Once
 
 	mu      sync.Mutex
