@@ -23,6 +23,17 @@ import (
 // Tests of MCP sessions as real clients hold them (issue 13): the built
 // binary, spawned by an SDK client or driven line by line.
 
+// needsNPM skips a test whose npm packages cannot be had, except in CI
+// (CI=true), which has npm and the registry: there it fails, so a broken
+// install cannot pass as a skip.
+func needsNPM(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
 func sessionTempDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "si") // short: socket paths have a limit
@@ -168,7 +179,9 @@ func TestServeWithAStoppedKernelEndsWithinTheCallTimeout(t *testing.T) {
 		t.Fatal("the kernel did not start within 30s")
 	}
 
-	serve := exec.Command(bin, "serve", "--integration", "stalled", "--socket", sock, "--call-timeout", "2s", "--log-level", "disabled")
+	serve := exec.Command(bin, "serve", "--integration", "stalled", "--socket", sock, "--call-timeout", "2s", "--log-level", "debug")
+	var serveLog strings.Builder
+	serve.Stderr = &serveLog
 	stdin, err := serve.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -230,14 +243,14 @@ func TestServeWithAStoppedKernelEndsWithinTheCallTimeout(t *testing.T) {
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Errorf("serve exited %v, want 0", err)
+			t.Errorf("serve exited %v, want 0\n%s", err, serveLog.String())
 		}
 	case <-deadline:
 		t.Fatal("serve did not exit after stdin EOF")
 	}
 	t.Logf("answered and exited %v after the kernel stopped", time.Since(start).Round(time.Millisecond))
 	if len(got) != 3 {
-		t.Fatalf("want answers to 1, 2 and 3 (4 was cancelled), got:\n%s", strings.Join(got, ""))
+		t.Fatalf("want answers to 1, 2 and 3 (4 was cancelled), got:\n%s\nserve's log:\n%s", strings.Join(got, ""), serveLog.String())
 	}
 	byID := map[string]string{}
 	for _, l := range got {
@@ -266,7 +279,7 @@ func TestServeWithAStoppedKernelEndsWithinTheCallTimeout(t *testing.T) {
 func TestTypeScriptSDKPingDuringAHeldCall(t *testing.T) {
 	for _, tool := range []string{"npm", "node"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: this test drives the TypeScript SDK client from npm (CI has npm)", tool)
+			needsNPM(t, "%s is not installed: this test drives the TypeScript SDK client from npm (CI has npm)", tool)
 		}
 	}
 	bin := testbin.Path(t)
@@ -283,7 +296,7 @@ func TestTypeScriptSDKPingDuringAHeldCall(t *testing.T) {
 	install := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
 	install.Dir = dir
 	if out, err := install.CombinedOutput(); err != nil {
-		t.Skipf("npm ci of the TypeScript SDK failed, so there is no client to drive: %v\n%s", err, out)
+		needsNPM(t, "npm ci of the TypeScript SDK failed, so there is no client to drive: %v\n%s", err, out)
 	}
 
 	k := kerneltest.Start(t, kerneltest.Options{})
