@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -216,6 +217,7 @@ func TestServeWithAStoppedKernelEndsWithinTheCallTimeout(t *testing.T) {
 	if err := kernel.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitStopped(t, kernel.Process.Pid)
 	start := time.Now()
 	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`+"\n"+
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/a"}}}`+"\n"+
@@ -269,6 +271,28 @@ func TestServeWithAStoppedKernelEndsWithinTheCallTimeout(t *testing.T) {
 			t.Errorf("call %s names the socket: %s", id, byID[id])
 		}
 	}
+}
+
+// waitStopped waits until the process is stopped: SIGSTOP takes effect
+// when the process is next scheduled, not when kill returns. Nothing
+// signals that, so /proc is polled, within a bound.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	stat := filepath.Join("/proc", strconv.Itoa(pid), "stat")
+	if _, err := os.Stat(stat); err != nil {
+		t.Skip("needs /proc to see that the kernel has stopped")
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && strings.HasPrefix(string(b[i+1:]), " T") {
+			return
+		}
+	}
+	t.Fatal("the kernel did not stop within 10s of SIGSTOP")
 }
 
 // TestTypeScriptSDKPingDuringAHeldCall: the TypeScript SDK client's
