@@ -213,6 +213,7 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 		ExecutionID:  t.execID,
 		Instructions: instructions(p.Name),
 		Kernel:       kproto.Peer{Name: KernelName, Version: t.s.Version},
+		MaxLine:      t.s.maxLine(),
 	})
 	return true
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
@@ -25,6 +26,16 @@ import (
 // kernel connection is gone. There is no reconnect: a new connection would
 // be a new turn with a new catalogue.
 var ErrClosed = errors.New("kernel connection closed")
+
+// ErrRequestTooLarge refuses a request whose line would be longer than the
+// kernel reads (HelloResult.MaxLine): it is not sent, since the kernel
+// could only refuse it without saying whose it was.
+var ErrRequestTooLarge = errors.New("request exceeds the kernel's line limit")
+
+// ErrAnswerTooLarge is a request's answer when the kernel's answer line is
+// longer than Options.MaxLine. The line is skipped and the connection
+// goes on: it costs that one request.
+var ErrAnswerTooLarge = errors.New("kernel answer exceeds the line limit")
 
 // KernelError is a JSON-RPC error answer from the kernel. Code is the
 // protocol reason (data.code), when the kernel gave one.
@@ -46,8 +57,14 @@ type Options struct {
 	// KernelUID, when non-negative, is one more uid the kernel may run as
 	// besides our own and root.
 	KernelUID int
-	// MaxLine bounds one message line; <= 0 means jsonrpc.DefaultMaxLine.
+	// MaxLine bounds one message line from the kernel; <= 0 means
+	// jsonrpc.DefaultMaxLine.
 	MaxLine int
+	// WriteTimeout, when positive, bounds how long one write to the
+	// kernel may wait for the kernel to read: past it the connection is
+	// lost (ErrClosed), so a stalled kernel cannot block a caller for
+	// longer.
+	WriteTimeout time.Duration
 	// PeerCred reads the kernel's credentials; nil means peercred.Get.
 	// Tests inject a fake to exercise refusals without a second user.
 	PeerCred func(*net.UnixConn) (peercred.Cred, error)
@@ -63,14 +80,18 @@ type Client struct {
 	conn *net.UnixConn
 	r    *jsonrpc.Reader
 
-	wmu  sync.Mutex // serializes writes
-	wbuf []byte     // requests encoded and not yet written (see Deferred)
+	wmu      sync.Mutex // serializes writes
+	wbuf     []byte     // requests encoded and not yet written (see Deferred)
+	maxSend  int        // the kernel's line limit, from hello
+	wtimeout time.Duration
+	wdl      time.Time // the write deadline set last
 
-	mu      sync.Mutex
-	nextID  int64
-	pending map[int64]chan Answer
-	err     error // set once the connection is lost
-	done    chan struct{}
+	mu       sync.Mutex
+	nextID   int64
+	pending  map[int64]chan Answer
+	progress func(kproto.ProgressParams)
+	err      error // set once the connection is lost
+	done     chan struct{}
 }
 
 // Answer is the kernel's answer to one request, not yet decoded: a result
@@ -110,23 +131,31 @@ func Dial(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("kernel peer runs as uid %d (pid %d), not our uid %d, root, or --kernel-uid", cred.UID, cred.PID, os.Getuid())
 	}
 	c := &Client{
-		conn:    conn,
-		r:       jsonrpc.NewReaderSize(conn, opts.MaxLine, readBuffer),
-		pending: make(map[int64]chan Answer),
-		done:    make(chan struct{}),
+		conn:     conn,
+		r:        jsonrpc.NewReaderSize(conn, opts.MaxLine, readBuffer),
+		maxSend:  jsonrpc.DefaultMaxLine,
+		wtimeout: opts.WriteTimeout,
+		pending:  make(map[int64]chan Answer),
+		done:     make(chan struct{}),
 	}
 	go c.readLoop()
 	return c, nil
 }
-
-// Done is closed when the connection is lost or closed.
-func (c *Client) Done() <-chan struct{} { return c.done }
 
 // Close closes the connection, which ends the turn at the kernel.
 func (c *Client) Close() error {
 	err := c.conn.Close()
 	<-c.done
 	return err
+}
+
+// OnProgress sets the function the kernel's call.progress reports go to.
+// It runs on the goroutine that reads the kernel's answers, so it must not
+// block: every answer waits behind it.
+func (c *Client) OnProgress(f func(kproto.ProgressParams)) {
+	c.mu.Lock()
+	c.progress = f
+	c.mu.Unlock()
 }
 
 func (c *Client) readLoop() {
@@ -136,25 +165,30 @@ func (c *Client) readLoop() {
 		// Owned: a result is handed on as a slice of its line, so a
 		// catalogue is not copied out of it.
 		line, err = c.r.ReadOwnedLine()
+		if errors.Is(err, jsonrpc.ErrLineTooLong) {
+			// One answer too long to take fails its own request, not
+			// the turn.
+			if id, ok := leadingID(c.r.Skipped()); ok {
+				c.deliver(id, Answer{err: ErrAnswerTooLarge})
+			}
+			continue
+		}
 		if err != nil {
 			break
 		}
 		m, perr := jsonrpc.ParseEnvelope(line)
-		if perr != nil || m.Method != nil {
-			continue // the kernel sends us no requests; ignore what we cannot use
+		if perr != nil {
+			continue // ignore what we cannot use
 		}
-		id, ok := parseID(m.ID)
-		if !ok {
-			continue
+		if m.Method != nil {
+			if m.ID == nil && string(m.Method) == `"`+kproto.MethodProgress+`"` {
+				c.onProgress(m.Params)
+			}
+			continue // the kernel sends us no requests
 		}
-		c.mu.Lock()
-		ch, ok := c.pending[id]
-		delete(c.pending, id)
-		c.mu.Unlock()
-		if !ok {
-			continue
+		if id, ok := parseID(m.ID); ok {
+			c.deliver(id, answer(m))
 		}
-		ch <- answer(m)
 	}
 	c.mu.Lock()
 	c.err = fmt.Errorf("%w: %v", ErrClosed, err)
@@ -165,6 +199,118 @@ func (c *Client) readLoop() {
 	c.mu.Unlock()
 	c.conn.Close()
 	close(c.done)
+}
+
+// deliver hands a request its answer, if it is still awaited.
+func (c *Client) deliver(id int64, a Answer) {
+	c.mu.Lock()
+	ch, ok := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ok {
+		ch <- a
+	}
+}
+
+func (c *Client) onProgress(params []byte) {
+	var p kproto.ProgressParams
+	if json.Unmarshal(params, &p) != nil || p.CallID == "" {
+		return
+	}
+	c.mu.Lock()
+	f := c.progress
+	c.mu.Unlock()
+	if f != nil {
+		f(p)
+	}
+}
+
+// leadingID reads the id of a message that may be cut short: it walks the
+// top-level members in order and gives up at the first it cannot read
+// whole. A kernel writes the id before the result, as JSON-RPC libraries
+// do; one that writes it after a huge result loses that answer to the
+// call's timeout instead.
+func leadingID(b []byte) (int64, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	for i++; ; i++ {
+		i = skipSpace(b, i)
+		kend, ok := skipValue(b, i)
+		if !ok || b[i] != '"' {
+			return 0, false
+		}
+		key := b[i:kend]
+		i = skipSpace(b, kend)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i = skipSpace(b, i+1)
+		vend, ok := skipValue(b, i)
+		if !ok {
+			return 0, false
+		}
+		if string(key) == `"id"` {
+			return parseID(b[i:vend])
+		}
+		if i = skipSpace(b, vend); i >= len(b) || b[i] != ',' {
+			return 0, false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the JSON value at b[i:], and false when b
+// ends before it does. It checks only as much as finding the end needs.
+func skipValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1, true
+			}
+		}
+		return 0, false
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, ok := skipValue(b, j)
+				if !ok {
+					return 0, false
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	for j := i; j < len(b); j++ {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return j, j > i
+		}
+	}
+	return 0, false
 }
 
 // answer turns the kernel's response into what the waiting call gets.
@@ -260,6 +406,16 @@ func (call *Call) raw(ctx context.Context) (json.RawMessage, error) {
 // tenth of its CPU).
 func (call *Call) Answer() <-chan Answer { return call.ch }
 
+// Answered reports whether the call's answer has come (or it was
+// abandoned): a report the kernel sends about it now comes after its
+// answer.
+func (call *Call) Answered() bool {
+	call.c.mu.Lock()
+	defer call.c.mu.Unlock()
+	_, pending := call.c.pending[call.id]
+	return !pending
+}
+
 // Abandon forgets a call whose answer is no longer awaited: if it still
 // comes, it is dropped. Telling the kernel is the caller's choice (Cancel).
 func (call *Call) Abandon() { call.c.forget(call.id) }
@@ -301,6 +457,17 @@ func (c *Client) send(id int64, method string, params any, deferred bool) error 
 	b = append(b, `,"params":`...)
 	b = append(b, p...)
 	b = append(b, "}\n"...)
+	if len(b)-len(c.wbuf)-1 > c.maxSend {
+		// Refused, not written; the requests held back before it go as
+		// they would have.
+		c.wbuf = b[:len(c.wbuf)]
+		if !deferred && len(c.wbuf) > 0 {
+			if err := c.write(c.wbuf); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("%s: %w (%d bytes)", method, ErrRequestTooLarge, c.maxSend)
+	}
 	if deferred && len(b) < maxDeferred {
 		c.wbuf = b
 		return nil
@@ -316,6 +483,14 @@ const maxDeferred = 64 << 10
 // answer, deferred ones included, gets ErrClosed from the read loop.
 func (c *Client) write(b []byte) error {
 	c.wbuf = b[:0]
+	if c.wtimeout > 0 {
+		// The deadline moves only when half of it is used up, so most
+		// writes pay a clock read and nothing else.
+		if now := time.Now(); c.wdl.Sub(now) < c.wtimeout/2 {
+			c.wdl = now.Add(c.wtimeout)
+			c.conn.SetWriteDeadline(c.wdl)
+		}
+	}
 	if _, err := c.conn.Write(b); err != nil {
 		c.conn.Close()
 		return fmt.Errorf("%w: %v", ErrClosed, err)
@@ -342,11 +517,16 @@ func (c *Client) Hello(ctx context.Context, p kproto.HelloParams) (kproto.HelloR
 	if r.Protocol != kproto.Version {
 		return r, fmt.Errorf("kernel speaks protocol %d, this shim speaks %d", r.Protocol, kproto.Version)
 	}
+	if r.MaxLine > 0 {
+		c.wmu.Lock()
+		c.maxSend = r.MaxLine
+		c.wmu.Unlock()
+	}
 	return r, nil
 }
 
-// List fetches the turn's catalogue.
-func (c *Client) List(ctx context.Context) (kproto.ListResult, error) {
+// list fetches the turn's catalogue as the kernel sends it.
+func (c *Client) list(ctx context.Context) (kproto.ListResult, error) {
 	call, err := c.start(kproto.MethodList, struct{}{})
 	if err != nil {
 		return kproto.ListResult{}, err
@@ -391,15 +571,6 @@ func decodeList(raw []byte) (kproto.ListResult, error) {
 	return r, err
 }
 
-// Invoke relays one call; refusals come back as results.
-func (c *Client) Invoke(ctx context.Context, p kproto.InvokeParams) (kproto.InvokeResult, error) {
-	call, err := c.StartInvoke(p)
-	if err != nil {
-		return kproto.InvokeResult{}, err
-	}
-	return call.InvokeResult(ctx)
-}
-
 // StartInvoke sends tools.invoke without waiting for the answer.
 func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
 	return c.start(kproto.MethodInvoke, encodeInvoke(p))
@@ -433,16 +604,9 @@ func encodeInvoke(p kproto.InvokeParams) json.RawMessage {
 	return append(b, '}')
 }
 
-// InvokeResult waits for the answer to a call from StartInvoke.
-func (call *Call) InvokeResult(ctx context.Context) (kproto.InvokeResult, error) {
-	select {
-	case a := <-call.ch:
-		return a.Invoke()
-	case <-ctx.Done():
-		call.Abandon()
-		return kproto.InvokeResult{}, ctx.Err()
-	}
-}
+// Err is the answer's error, for a request whose result carries nothing
+// (turn.escalate): nil when the kernel answered with a result.
+func (a Answer) Err() error { return a.err }
 
 // Invoke decodes the answer to tools.invoke.
 func (a Answer) Invoke() (kproto.InvokeResult, error) {
@@ -499,17 +663,9 @@ func (c *Client) Cancel(callID string) error {
 }
 
 // StartEscalate reports that the turn ends by asking a person, without
-// waiting for the kernel's acknowledgement; wait for it with Wait.
+// waiting for the kernel's acknowledgement: that is the call's Answer.
 func (c *Client) StartEscalate(p kproto.EscalateParams) (*Call, error) {
 	return c.start(kproto.MethodEscalate, p)
-}
-
-// Wait waits for an answer whose result carries nothing.
-func (call *Call) Wait(ctx context.Context) error { return call.wait(ctx, nil) }
-
-// Ping checks that the kernel answers.
-func (c *Client) Ping(ctx context.Context) error {
-	return c.call(ctx, kproto.MethodPing, struct{}{}, nil)
 }
 
 // ErrCatalogueRefused marks a catalogue the shim must not serve: it does
@@ -520,7 +676,7 @@ var ErrCatalogueRefused = errors.New("refused the kernel's catalogue")
 // Catalogue fetches the turn's catalogue and accepts it only as published:
 // projected, and hashing to the kernel's catalogHash.
 func (c *Client) Catalogue(ctx context.Context) (tools []hashing.Tool, catalogHash string, err error) {
-	res, err := c.List(ctx)
+	res, err := c.list(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("fetch catalogue: %w", err)
 	}

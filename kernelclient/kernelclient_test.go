@@ -22,12 +22,39 @@ func fakeUID(uid uint32) func(*net.UnixConn) (peercred.Cred, error) {
 	}
 }
 
+// invoke relays one call and waits for its answer.
+func invoke(ctx context.Context, c *Client, p kproto.InvokeParams) (kproto.InvokeResult, error) {
+	call, err := c.StartInvoke(p)
+	if err != nil {
+		return kproto.InvokeResult{}, err
+	}
+	return result(ctx, call)
+}
+
+// result waits for the answer to a call to tools.invoke.
+func result(ctx context.Context, call *Call) (kproto.InvokeResult, error) {
+	select {
+	case a := <-call.Answer():
+		return a.Invoke()
+	case <-ctx.Done():
+		call.Abandon()
+		return kproto.InvokeResult{}, ctx.Err()
+	}
+}
+
 // introduced dials a fake kernel and says hello as "a"; the connection
 // closes when the test ends.
 func introduced(t *testing.T) (*kerneltest.Kernel, *Client) {
+	return introducedWith(t, kerneltest.Options{}, Options{})
+}
+
+// introducedWith is introduced with options for the kernel and the client
+// (whose Socket and KernelUID it sets).
+func introducedWith(t *testing.T, kopts kerneltest.Options, opts Options) (*kerneltest.Kernel, *Client) {
 	t.Helper()
-	k := kerneltest.Start(t, kerneltest.Options{})
-	c, err := Dial(Options{Socket: k.Path, KernelUID: -1})
+	k := kerneltest.Start(t, kopts)
+	opts.Socket, opts.KernelUID = k.Path, -1
+	c, err := Dial(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +86,8 @@ func TestDialAcceptsTheConfiguredKernelUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Ping(context.Background()); err != nil {
-		t.Errorf("ping: %v", err)
+	if _, err := c.Hello(context.Background(), kproto.HelloParams{Name: "a"}); err != nil {
+		t.Errorf("hello: %v", err)
 	}
 }
 
@@ -80,14 +107,14 @@ func TestPendingCallsFailWhenTheKernelGoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Invoke(ctx, kproto.InvokeParams{CallID: "c2", Tool: "die", Arguments: []byte("{}")}); !errors.Is(err, ErrClosed) {
+	if _, err := invoke(ctx, c, kproto.InvokeParams{CallID: "c2", Tool: "die", Arguments: []byte("{}")}); !errors.Is(err, ErrClosed) {
 		t.Errorf("the call that kills the kernel = %v, want ErrClosed", err)
 	}
-	if _, err := hang.InvokeResult(ctx); !errors.Is(err, ErrClosed) {
+	if _, err := result(ctx, hang); !errors.Is(err, ErrClosed) {
 		t.Errorf("the pending call = %v, want ErrClosed", err)
 	}
-	<-c.Done()
-	if _, err := c.Invoke(ctx, kproto.InvokeParams{CallID: "c3", Tool: "files.read"}); !errors.Is(err, ErrClosed) {
+	<-c.done
+	if _, err := invoke(ctx, c, kproto.InvokeParams{CallID: "c3", Tool: "files.read"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("a later call = %v, want ErrClosed", err)
 	}
 }
@@ -111,11 +138,11 @@ func TestDeferredInvokesGoOutInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, call := range calls {
-		if _, err := call.InvokeResult(ctx); err != nil {
+		if _, err := result(ctx, call); err != nil {
 			t.Fatalf("call %d: %v (held back and never written?)", i+1, err)
 		}
 	}
-	if err := c.Ping(ctx); err != nil { // the kernel has read everything before it
+	if err := c.call(ctx, kproto.MethodPing, struct{}{}, nil); err != nil { // the kernel has read everything before it
 		t.Fatal(err)
 	}
 	want := []string{"hello a", `invoke files.read args={"n":1}`, `invoke files.read args={"n":2}`, "cancel c9"}
@@ -136,7 +163,109 @@ func TestFlushWritesDeferredInvokes(t *testing.T) {
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := call.InvokeResult(ctx); err != nil {
+	if _, err := result(ctx, call); err != nil {
 		t.Fatalf("the flushed call: %v", err)
+	}
+}
+
+func TestLeadingIDReadsTheIDOfAMessageCutShort(t *testing.T) {
+	for _, tc := range []struct {
+		prefix string
+		id     int64
+		ok     bool
+	}{
+		{`{"jsonrpc":"2.0","id":42,"result":{"status":"denied","message":"xxxxx`, 42, true},
+		{` { "jsonrpc" : "2.0" , "id" : 7 }`, 7, true},
+		{`{"result":{"a":["}",{"b":"\"id\":9"}]},"id":3,"jsonrpc"`, 3, true},
+		{`{"jsonrpc":"2.0","result":{"status":"denied","message":"…`, 0, false},
+		{`{"jsonrpc":"2.0","id":4`, 0, false}, // 4 may go on: 42, 4e1
+		{`{"jsonrpc":"2.0","id":"4",`, 0, false},
+		{`{"jsonrpc":"2.0","id":0,`, 0, false},
+		{`[{"id":1}]`, 0, false},
+		{``, 0, false},
+		{`{}`, 0, false},
+	} {
+		id, ok := leadingID([]byte(tc.prefix))
+		if id != tc.id || ok != tc.ok {
+			t.Errorf("leadingID(%s) = %d, %v; want %d, %v", tc.prefix, id, ok, tc.id, tc.ok)
+		}
+	}
+}
+
+// TestAnAnswerOverTheLineLimitCostsOneCall: a kernel answer longer than
+// the client's line limit fails its own call with ErrAnswerTooLarge, and
+// the connection goes on.
+func TestAnAnswerOverTheLineLimitCostsOneCall(t *testing.T) {
+	k, c := introducedWith(t, kerneltest.Options{}, Options{MaxLine: 4096})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	big := `{"text":"` + strings.Repeat("x", 3000) + `"}` // echoed twice
+	if _, err := invoke(ctx, c, kproto.InvokeParams{CallID: "c1", Tool: "echo", Arguments: []byte(big), CatalogHash: k.Hash}); !errors.Is(err, ErrAnswerTooLarge) {
+		t.Fatalf("the call whose answer is too long = %v, want ErrAnswerTooLarge", err)
+	}
+	res, err := invoke(ctx, c, kproto.InvokeParams{CallID: "c2", Tool: "files.read", Arguments: []byte(`{"path":"/next"}`), CatalogHash: k.Hash})
+	if err != nil || res.Status != kproto.StatusSucceeded {
+		t.Fatalf("the next call = %+v, %v; the connection must survive", res, err)
+	}
+}
+
+// TestARequestOverTheKernelsLimitIsNotSent: the kernel's line limit comes
+// with hello, and a request line longer than it fails before a byte of it
+// is written; the requests held back before it still go.
+func TestARequestOverTheKernelsLimitIsNotSent(t *testing.T) {
+	const limit = 2048
+	k, c := introducedWith(t, kerneltest.Options{MaxLine: limit}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	held, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{"path":"/held"}`), CatalogHash: k.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The largest arguments that fit, then one byte more.
+	fits := kproto.InvokeParams{CallID: "c2", Tool: "echo", CatalogHash: k.Hash}
+	line := func(args string) int {
+		fits.Arguments = []byte(args)
+		return len(`{"jsonrpc":"2.0","id":3,"method":"tools.invoke","params":`) + len(encodeInvoke(fits)) + len("}")
+	}
+	pad := strings.Repeat("x", limit-line(`{"p":""}`))
+	if n := line(`{"p":"` + pad + `"}`); n != limit {
+		t.Fatalf("test arithmetic: the line is %d bytes, want %d", n, limit)
+	}
+	tooBig := fits
+	tooBig.CallID, tooBig.Arguments = "c3", []byte(`{"p":"`+pad+`x"}`)
+	if _, err := c.StartInvoke(tooBig); !errors.Is(err, ErrRequestTooLarge) {
+		t.Fatalf("a request one byte over the kernel's limit = %v, want ErrRequestTooLarge", err)
+	}
+	if _, err := result(ctx, held); err != nil {
+		t.Fatalf("the request held back before it: %v", err)
+	}
+	if _, err := invoke(ctx, c, fits); err != nil {
+		t.Fatalf("a request exactly at the kernel's limit: %v", err)
+	}
+	for _, ev := range k.Events() {
+		if ev == "line too long" {
+			t.Errorf("the kernel received a line over its limit")
+		}
+	}
+}
+
+// TestProgressReachesTheHandler: call.progress notifications are routed
+// to OnProgress, in the order the kernel sent them, before the answer.
+func TestProgressReachesTheHandler(t *testing.T) {
+	k, c := introduced(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []kproto.ProgressParams
+	c.OnProgress(func(p kproto.ProgressParams) { got = append(got, p) })
+	if _, err := invoke(ctx, c, kproto.InvokeParams{CallID: "c9", Tool: "progress", Arguments: []byte(`{"steps":3}`), CatalogHash: k.Hash}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %d progress reports before the answer, want 3: %+v", len(got), got)
+	}
+	for i, p := range got {
+		if p.CallID != "c9" || p.Progress != float64(i+1) || p.Total == nil || *p.Total != 3 || p.Message == "" {
+			t.Errorf("report %d = %+v", i, p)
+		}
 	}
 }

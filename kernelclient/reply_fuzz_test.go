@@ -64,7 +64,7 @@ func FuzzKernelReply(f *testing.F) {
 			return err
 		}},
 		{"list", func(ctx context.Context, c *Client) error {
-			r, err := c.List(ctx)
+			r, err := c.list(ctx)
 			if err == nil {
 				if tools, perr := hashing.ProjectRaw(r.Tools); perr == nil {
 					hashing.Hash(tools)
@@ -78,7 +78,7 @@ func FuzzKernelReply(f *testing.F) {
 			return err
 		}},
 		{"invoke", func(ctx context.Context, c *Client) error {
-			_, err := c.Invoke(ctx, kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: json.RawMessage(`{}`)})
+			_, err := invoke(ctx, c, kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: json.RawMessage(`{}`)})
 			return err
 		}},
 		{"escalate", func(ctx context.Context, c *Client) error {
@@ -86,9 +86,9 @@ func FuzzKernelReply(f *testing.F) {
 			if err != nil {
 				return err
 			}
-			return call.Wait(ctx)
+			return call.wait(ctx, nil)
 		}},
-		{"ping", func(ctx context.Context, c *Client) error { return c.Ping(ctx) }},
+		{"ping", func(ctx context.Context, c *Client) error { return c.call(ctx, kproto.MethodPing, struct{}{}, nil) }},
 	}
 
 	f.Fuzz(func(t *testing.T, reply []byte) {

@@ -2,21 +2,41 @@ package shim
 
 import (
 	"context"
+	"errors"
 	"strings"
-
-	"github.com/rs/zerolog"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/kernelclient"
 )
 
-// catalogue is the turn's published tool set. It is fetched once, when
-// the first tools/list or tools/call is read, and never changes:
+// catalogue is the turn's published tool set. It is fetched when the first
+// tools/list or tools/call is read, and once fetched never changes:
 // listChanged is false.
+//
+// The reader never waits for it. A call read before it is ready waits in
+// a list, in arrival order, and the fetch sends those calls on, in that
+// order, once it has the catalogue, under mu; it then sets ready, after
+// which only the reader sends calls. Either way one goroutine at a time
+// decides calls (name, escalation state, call id) and they reach the
+// kernel in arrival order.
+//
+// The fetch is bounded by the call timeout. One that times out answers
+// what waits for it, and the next request that needs the catalogue asks
+// again: the kernel may have been slow, not gone. A catalogue the kernel
+// cannot give (the connection is lost, the catalogue is refused) stays
+// failed for the turn.
 type catalogue struct {
-	started bool // owned by the reader goroutine
-	ready   chan struct{}
-	err     error // set before ready closes when the catalogue cannot be served
+	ready atomic.Bool // the fields below mu are set, and never change again
+
+	mu      sync.Mutex
+	fetch   *fetchAttempt // the fetch under way, or nil
+	failed  error         // set when the catalogue cannot be had this turn
+	waiting []*waitingCall
 
 	tools     []hashing.Tool
 	hash      string
@@ -25,25 +45,92 @@ type catalogue struct {
 	toolsJSON []byte         // the MCP wire array
 }
 
-func newCatalogue() *catalogue { return &catalogue{ready: make(chan struct{})} }
-
-// start begins the fetch unless it has begun. Only the reader goroutine
-// calls it.
-func (c *catalogue) start(ctx context.Context, k *kernelclient.Client, log zerolog.Logger) {
-	if !c.started {
-		c.started = true
-		go c.fetch(ctx, k, log)
-	}
+// fetchAttempt is one tools.list to the kernel; done closes when it has
+// an answer or gave up, with err set before.
+type fetchAttempt struct {
+	done chan struct{}
+	err  error
 }
 
-func (c *catalogue) fetch(ctx context.Context, k *kernelclient.Client, log zerolog.Logger) {
-	defer close(c.ready)
-	tools, hash, err := k.Catalogue(ctx)
-	if err != nil {
-		c.err = err
-		log.Error().Err(err).Msg("the catalogue cannot be served")
-		return
+// waitingCall is a tools/call read before the catalogue was ready.
+type waitingCall struct {
+	req    *request
+	p      callParams
+	sl     *slot
+	readAt time.Time
+}
+
+func newCatalogue() *catalogue { return &catalogue{} }
+
+// errFetchTimeout is a fetch the kernel did not answer within the call
+// timeout.
+var errFetchTimeout = errors.New("the kernel did not send the catalogue in time")
+
+// startFetch begins a fetch unless one is under way, and returns it. mu
+// must be held.
+func (s *server) startFetch(ctx context.Context) *fetchAttempt {
+	c := s.cat
+	if c.fetch == nil {
+		c.fetch = &fetchAttempt{done: make(chan struct{})}
+		s.calls.Add(1)
+		go s.fetchCatalogue(ctx, c.fetch)
 	}
+	return c.fetch
+}
+
+func (s *server) fetchCatalogue(ctx context.Context, a *fetchAttempt) {
+	defer s.calls.Done()
+	c := s.cat
+	fctx, cancel := ctx, context.CancelFunc(func() {})
+	if s.cfg.CallTimeout > 0 {
+		fctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+	}
+	tools, hash, err := s.kernel.Catalogue(fctx)
+	cancel()
+	switch {
+	case err == nil:
+		c.index(tools, hash)
+		s.cfg.Log.Debug().Int("tools", len(tools)).Str("catalogHash", c.hash).Msg("catalogue ready")
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		s.cfg.Log.Warn().Dur("callTimeout", s.cfg.CallTimeout).Msg("the kernel did not send the catalogue within the call timeout")
+		err = errFetchTimeout
+	default:
+		s.cfg.Log.Error().Err(err).Msg("the catalogue cannot be served")
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	waiting := c.waiting
+	c.waiting, c.fetch = nil, nil
+	if err != nil && err != errFetchTimeout {
+		c.failed = err
+	}
+	for _, w := range waiting {
+		if err != nil {
+			s.failWithoutCatalogue(w.req, w.sl, err)
+			continue
+		}
+		timeout := s.cfg.CallTimeout
+		if timeout > 0 {
+			// The call's bound runs from when it was read.
+			if timeout -= time.Since(w.readAt); timeout <= 0 {
+				s.failWithoutCatalogue(w.req, w.sl, errFetchTimeout)
+				continue
+			}
+		}
+		s.dispatch(ctx, w.req, w.p, w.sl, timeout, true)
+	}
+	if err == nil {
+		c.ready.Store(true)
+	}
+	a.err = err
+	close(a.done)
+}
+
+// index keeps the fetched tools and what the shim looks them up by.
+func (c *catalogue) index(tools []hashing.Tool, hash string) {
 	c.tools, c.hash = tools, hash
 	c.byName = make(map[string]int, len(tools))
 	c.portable = make(map[string]int, len(tools))
@@ -70,17 +157,39 @@ func (c *catalogue) fetch(ctx context.Context, k *kernelclient.Client, log zerol
 		buf = hashing.AppendMCP(buf, t)
 	}
 	c.toolsJSON = append(buf, ']')
-	log.Debug().Int("tools", len(tools)).Str("catalogHash", c.hash).Msg("catalogue ready")
 }
 
-// wait blocks until the catalogue is fetched or ctx ends.
-func (c *catalogue) wait(ctx context.Context) error {
-	select {
-	case <-c.ready:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
+// failWithoutCatalogue answers a call that cannot go to the kernel
+// because the catalogue could not be had. The text the model reads names
+// no socket or error chain; the log has those.
+func (s *server) failWithoutCatalogue(req *request, sl *slot, err error) {
+	if sl.cancelled.Load() {
+		sl.finish()
+		return
 	}
+	res := kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal,
+		Message: "the kernel's catalogue cannot be served; this turn has no tools"}
+	switch {
+	case errors.Is(err, errFetchTimeout):
+		yes := true
+		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelTimeout,
+			Message: "the kernel did not send the catalogue within " + s.cfg.CallTimeout.String(), Retryable: &yes}
+	case errors.Is(err, kernelclient.ErrClosed):
+		res.Code, res.Message = kproto.CodeKernelUnavailable, "the kernel connection was lost; this turn cannot reach it again"
+	case errors.Is(err, context.Canceled):
+		sl.finish() // the turn is over
+		return
+	}
+	sl.finish(resultLine(req.id, s.refusal(req, res)))
+}
+
+// listError is the JSON-RPC error tools/list gets without a catalogue.
+func (s *server) listError(req *request, err error) []byte {
+	msg := "internal error: the kernel's catalogue cannot be served"
+	if errors.Is(err, errFetchTimeout) {
+		msg = "internal error: the kernel did not send the catalogue within " + s.cfg.CallTimeout.String() + "; ask again"
+	}
+	return errorLine(req.id, jsonrpc.CodeInternalError, msg, nil)
 }
 
 // portableName is the form harnesses that allow only [A-Za-z0-9_-] give a

@@ -18,6 +18,11 @@ const (
 	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
 	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+
+	// SharedOS's wire epoch: stamped on what the shim answers, and the
+	// only one a client may pin (ADR 0011).
+	metaSharedOSEpoch = "sharedos/protocolVersion"
+	sharedosEpoch     = "2"
 )
 
 var legacyVersions = map[string]bool{
@@ -40,6 +45,8 @@ type request struct {
 	method string
 	params map[string]json.RawMessage // nil when absent
 	modern bool
+	// progressToken is params._meta.progressToken, the request's own copy.
+	progressToken json.RawMessage
 }
 
 // handleLine classifies one stdin line and starts answering it. It
@@ -72,37 +79,54 @@ func (s *server) handleBatch(ctx context.Context, raw []byte) *slot {
 		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: batches are not supported in this protocol version", nil))
 	}
 	var parts []*slot
+	ordered := false
 	for _, e := range elems {
 		if sl := s.handleMessage(ctx, e); sl != nil {
 			parts = append(parts, sl)
+			ordered = ordered || sl.ordered
 		}
 	}
 	if len(parts) == 0 {
 		return nil
 	}
-	batch := &slot{done: make(chan struct{})}
+	if !ordered {
+		// Every part is the shim's own, and ready: the batch answer too.
+		return s.assemble(parts, readySlot())
+	}
+	// One answer line, in kernel order, since it holds a kernel request.
+	batch := &slot{done: make(chan struct{}), ordered: true}
 	s.calls.Add(1)
 	go func() {
 		defer s.calls.Done()
-		out := []byte{'['}
-		n := 0
 		for _, p := range parts {
 			<-p.done
-			if p.cancelled.Load() || p.empty() {
-				continue
-			}
-			if n > 0 {
-				out = append(out, ',')
-			}
-			out = append(out, bytes.TrimSuffix(bytes.Join(p.out, nil), []byte{'\n'})...)
-			n++
 		}
-		if n == 0 {
-			batch.finish()
-			return
-		}
-		batch.finish(append(out, "]\n"...))
+		s.assemble(parts, batch)
 	}()
+	return batch
+}
+
+// assemble finishes batch with the answers of parts that are still owed
+// (not cancelled, not empty), as one array; with nothing when none is.
+func (s *server) assemble(parts []*slot, batch *slot) *slot {
+	out := []byte{'['}
+	n := 0
+	for _, p := range parts {
+		if !s.claim(p) || p.empty() {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, bytes.TrimSuffix(bytes.Join(p.out, nil), []byte{'\n'})...)
+		n++
+	}
+	if n > 0 {
+		batch.out = [][]byte{append(out, "]\n"...)}
+	}
+	if !isDone(batch) {
+		close(batch.done)
+	}
 	return batch
 }
 
@@ -171,14 +195,50 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 		return nil
 	}
 	if meta, ok := req.params["_meta"]; ok {
-		if out, isModern := s.checkModern(req, meta); isModern {
-			if out != nil {
-				return readySlot(out)
+		m := readMeta(meta)
+		if m.version != nil {
+			if out := s.checkModern(req, m); out != nil {
+				return s.answer(req, out)
 			}
 			req.modern = true
 		}
+		if m.epoch != nil && (req.method == "tools/call" || req.method == "initialize") && string(m.epoch) != `"`+sharedosEpoch+`"` {
+			// Before anything is invoked or negotiated: this client
+			// expects a bridge of another epoch.
+			data, _ := marshal(map[string]any{"code": "unsupported_protocol_version", "supported": []string{sharedosEpoch}, "requested": json.RawMessage(m.epoch)})
+			return s.answer(req, errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: unsupported SharedOS protocol version", data))
+		}
+		if req.method == "tools/call" && m.progressToken != nil {
+			req.progressToken = bytes.Clone(m.progressToken)
+		}
 	}
 	return s.handleRequest(ctx, req)
+}
+
+// meta is what the shim reads from a request's params._meta (values as
+// raw JSON, nil when absent).
+type meta struct {
+	version, caps, epoch, progressToken []byte
+}
+
+func readMeta(raw json.RawMessage) meta {
+	var m meta
+	jsonrpc.EachMember(raw, func(key, value []byte) error {
+		switch memberName(key) {
+		case metaProtocolVersion:
+			m.version = value
+		case metaClientCaps:
+			m.caps = value
+		case metaSharedOSEpoch:
+			m.epoch = value
+		case "progressToken":
+			if validID(value) { // a progress token is a string or a number too
+				m.progressToken = value
+			}
+		}
+		return nil
+	})
+	return m
 }
 
 // memberName decodes an object key as the scanner hands it out (quoted,
@@ -214,31 +274,21 @@ func validID(id json.RawMessage) bool {
 	return false
 }
 
-// checkModern decides whether a request is in the modern era (its _meta
-// names a protocol version) and, if so, whether that _meta is acceptable.
-// out is the error line to answer instead, or nil.
-func (s *server) checkModern(req *request, rawMeta json.RawMessage) (out []byte, modern bool) {
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(rawMeta, &meta) != nil {
-		return nil, false
-	}
-	rawVersion, ok := meta[metaProtocolVersion]
-	if !ok {
-		return nil, false
-	}
-	var version string
-	if json.Unmarshal(rawVersion, &version) != nil {
-		return errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: _meta protocolVersion must be a string", nil), true
+// checkModern checks a request whose _meta names a protocol version (the
+// modern era): the error line to answer instead, or nil.
+func (s *server) checkModern(req *request, m meta) []byte {
+	version, err := jsonrpc.DecodeString(m.version)
+	if err != nil {
+		return errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: _meta protocolVersion must be a string", nil)
 	}
 	if version != modernVersion {
 		data, _ := marshal(map[string]any{"supported": []string{modernVersion}, "requested": version})
-		return errorLine(req.id, jsonrpc.CodeUnsupportedVersion, "unsupported protocol version", data), true
+		return errorLine(req.id, jsonrpc.CodeUnsupportedVersion, "unsupported protocol version", data)
 	}
-	caps, ok := meta[metaClientCaps]
-	if !ok || len(caps) == 0 || caps[0] != '{' {
-		return errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: _meta must carry "+metaClientCaps+" as an object", nil), true
+	if len(m.caps) == 0 || m.caps[0] != '{' {
+		return errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: _meta must carry "+metaClientCaps+" as an object", nil)
 	}
-	return nil, true
+	return nil
 }
 
 func (s *server) handleNotification(req *request) {
@@ -261,40 +311,61 @@ func (s *server) handleRequest(ctx context.Context, req *request) *slot {
 	case req.method == "tools/call":
 		return s.toolsCall(ctx, req)
 	case req.method == "initialize" && !req.modern:
-		return readySlot(s.initialize(req))
+		return s.answer(req, s.initialize(req))
 	case req.method == "ping" && !req.modern:
-		return readySlot(resultLine(req.id, []byte("{}")))
+		return s.answer(req, resultLine(req.id, []byte("{}")))
 	case req.method == "server/discover" && req.modern:
-		return readySlot(s.discover(req))
+		return s.answer(req, s.discover(req))
 	}
-	return readySlot(errorLine(req.id, jsonrpc.CodeMethodNotFound, "method not found: "+req.method, nil))
+	return s.answer(req, errorLine(req.id, jsonrpc.CodeMethodNotFound, "method not found: "+req.method, nil))
 }
 
-// register makes a pending request cancellable by id.
+// answer is the shim's own answer to req, ready to go out at once; until
+// it is written, a cancellation still drops it.
+func (s *server) answer(req *request, line []byte) *slot {
+	sl := readySlot(line)
+	s.register(req.id, sl)
+	return sl
+}
+
+// register makes a pending request cancellable by id until its answer is
+// written (claim).
 func (s *server) register(id json.RawMessage, sl *slot) {
+	sl.key = string(id)
 	s.mu.Lock()
-	s.inflight[string(id)] = sl
+	s.inflight[sl.key] = sl
 	s.mu.Unlock()
 }
 
-func (s *server) unregister(id json.RawMessage, sl *slot) {
-	s.mu.Lock()
-	if s.inflight[string(id)] == sl {
-		delete(s.inflight, string(id))
+// claim reports whether sl's answer is still owed, and makes it no longer
+// cancellable: it is about to be written. Only the writer (and a batch
+// being put together) claims.
+func (s *server) claim(sl *slot) bool {
+	sl.closed = true
+	if sl.key != "" {
+		s.mu.Lock()
+		if s.inflight[sl.key] == sl {
+			delete(s.inflight, sl.key)
+		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
+	return !sl.cancelled.Load()
 }
 
 // cancelRequest drops the answer to a pending request and stops the work
-// behind it. Unknown or already answered ids are ignored.
+// behind it. Unknown or already answered ids are ignored. It holds mu
+// while it tells the kernel, so a call the catalogue's fetch is sending at
+// the same moment (catalogue.go) is either never sent or cancelled after
+// it is.
 func (s *server) cancelRequest(id json.RawMessage) {
+	key := compactID(id)
 	s.mu.Lock()
-	sl, ok := s.inflight[string(compactID(id))]
-	delete(s.inflight, string(compactID(id)))
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	sl, ok := s.inflight[string(key)]
 	if !ok {
 		return
 	}
+	delete(s.inflight, string(key))
 	sl.cancelled.Store(true)
 	if sl.callID != "" {
 		// Sent here, in arrival order, rather than by the goroutine

@@ -19,12 +19,23 @@ const defaultInstructions = "Tools here are decided and authorized by the host, 
 	"A refused call is a tool result with isError and _meta sharedos/status; do not retry it unless it says retryable. " +
 	"Call sharedos.escalate, when listed, to stop and ask a person."
 
+// modernInstructions is what a 2026-07-28 client must know on top: the
+// turn is this process, not a session a request establishes (ADR 0012).
+const modernInstructions = "This server is one turn: its process and its connection to the host. " +
+	"No request needs another before it, but the turn keeps what its calls did: the tool catalogue is fixed for the turn, " +
+	"and once sharedos.escalate succeeds every later call is denied escalation_pending. " +
+	"A new turn is a new process."
+
 func (s *server) instructions() string {
 	if s.cfg.Hello.Instructions != "" {
 		return s.cfg.Hello.Instructions
 	}
 	return defaultInstructions
 }
+
+// epochMeta is the _meta member every result the shim makes carries, as
+// an object body without braces.
+const epochMeta = `"` + metaSharedOSEpoch + `":"` + sharedosEpoch + `"`
 
 // initialize negotiates a legacy session: a supported version is echoed,
 // anything else gets the latest legacy version.
@@ -48,26 +59,31 @@ func (s *server) initialize(req *request) []byte {
 		"capabilities":    map[string]any{"tools": map[string]bool{"listChanged": false}},
 		"serverInfo":      json.RawMessage(s.serverInfo),
 		"instructions":    s.instructions(),
+		"_meta":           map[string]string{metaSharedOSEpoch: sharedosEpoch},
 	})
 	return resultLine(req.id, result)
 }
 
-// discover is the modern era's server/discover.
+// discover is the modern era's server/discover. Its answer is a
+// CacheableResult: ttlMs 0 and a private scope, as the catalogue behind it
+// is this principal's.
 func (s *server) discover(req *request) []byte {
 	result, _ := marshal(map[string]any{
 		"supportedVersions": []string{modernVersion},
 		"capabilities":      map[string]any{"tools": map[string]bool{"listChanged": false}},
 		"serverInfo":        json.RawMessage(s.serverInfo),
-		"instructions":      s.instructions(),
+		"instructions":      s.instructions() + " " + modernInstructions,
+		"ttlMs":             0,
+		"cacheScope":        "private",
 	})
-	return resultLine(req.id, s.modernize(result, nil))
+	return resultLine(req.id, s.modernize(result, []byte(epochMeta)))
 }
 
 // modernize adds what every modern result carries: resultType and
 // _meta serverInfo, merged after meta (a JSON object body without braces,
 // or nil). result must be a JSON object.
 func (s *server) modernize(result []byte, meta []byte) []byte {
-	out := make([]byte, 0, len(result)+128)
+	out := make([]byte, 0, len(result)+len(meta)+len(s.serverInfo)+96)
 	out = append(out, result[:len(result)-1]...)
 	if len(result) > 2 {
 		out = append(out, ',')
@@ -82,19 +98,37 @@ func (s *server) modernize(result []byte, meta []byte) []byte {
 	return append(out, "}}"...)
 }
 
-// toolsList answers with the turn's catalogue, waiting for its fetch.
+// toolsList answers with the turn's catalogue, once it is fetched.
 func (s *server) toolsList(ctx context.Context, req *request) *slot {
-	s.cat.start(ctx, s.kernel, s.cfg.Log)
-	sl := &slot{done: make(chan struct{})}
-	s.calls.Add(1)
-	go func() {
-		defer s.calls.Done()
-		if err := s.cat.wait(ctx); err != nil {
-			sl.finish(errorLine(req.id, jsonrpc.CodeInternalError, "internal error: the kernel's catalogue cannot be served", nil))
-			return
-		}
+	sl := &slot{done: make(chan struct{}), ordered: true}
+	s.register(req.id, sl)
+	if s.cat.ready.Load() {
 		sl.finish(s.listLine(req.id, req.modern))
-	}()
+		return sl
+	}
+	s.cat.mu.Lock()
+	defer s.cat.mu.Unlock()
+	switch {
+	case s.cat.ready.Load():
+		sl.finish(s.listLine(req.id, req.modern))
+	case s.cat.failed != nil:
+		sl.finish(s.listError(req, s.cat.failed))
+	default:
+		a := s.startFetch(ctx)
+		s.calls.Add(1)
+		go func() {
+			defer s.calls.Done()
+			<-a.done
+			switch {
+			case a.err == nil:
+				sl.finish(s.listLine(req.id, req.modern))
+			case ctx.Err() != nil:
+				sl.finish()
+			default:
+				sl.finish(s.listError(req, a.err))
+			}
+		}()
+	}
 	return sl
 }
 
@@ -114,6 +148,7 @@ func (s *server) listLine(id json.RawMessage, modern bool) (head, tools, tail []
 	tail = strconv.AppendQuote(tail, c.hash)
 	tail = append(tail, `,"sharedos/executionId":`...)
 	tail = jsonrpc.AppendString(tail, s.cfg.Hello.ExecutionID)
+	tail = append(tail, ","+epochMeta...)
 	if modern {
 		tail = append(tail, `,"`+metaServerInfo+`":`...)
 		tail = append(tail, s.serverInfo...)
@@ -142,80 +177,137 @@ func parseCallParams(p map[string]json.RawMessage) (callParams, bool) {
 	return c, true
 }
 
-// toolsCall resolves the name against the turn's catalogue and relays the
-// call. The name resolution and the escalation state are decided here, in
-// arrival order; the kernel round trip runs concurrently.
+// toolsCall checks a call and sends it on: now when the catalogue is
+// ready, else once it is (catalogue.go). Its answer is ordered.
 func (s *server) toolsCall(ctx context.Context, req *request) *slot {
 	p, ok := parseCallParams(req.params)
 	if !ok {
-		return readySlot(errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: tools/call needs a non-empty string name and, if present, an object of arguments", nil))
+		return s.answer(req, errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: tools/call needs a non-empty string name and, if present, an object of arguments", nil))
 	}
-	s.cat.start(ctx, s.kernel, s.cfg.Log)
-	if err := s.cat.wait(ctx); err != nil {
-		code := kproto.CodeInternal
-		if errors.Is(err, kernelclient.ErrClosed) {
-			code = kproto.CodeKernelUnavailable
-		}
-		return readySlot(resultLine(req.id, s.refusal(req, kproto.InvokeResult{Status: kproto.StatusFailed, Code: code, Message: err.Error()})))
+	sl := &slot{done: make(chan struct{}), ordered: true}
+	s.register(req.id, sl)
+	if s.cat.ready.Load() {
+		s.dispatch(ctx, req, p, sl, s.cfg.CallTimeout, false)
+		return sl
 	}
+	s.cat.mu.Lock()
+	defer s.cat.mu.Unlock()
+	switch {
+	case s.cat.ready.Load():
+		s.dispatch(ctx, req, p, sl, s.cfg.CallTimeout, false)
+	case s.cat.failed != nil:
+		s.failWithoutCatalogue(req, sl, s.cat.failed)
+	default:
+		// The arguments alias the stdin line, which the reader reuses.
+		p.args = bytes.Clone(p.args)
+		s.cat.waiting = append(s.cat.waiting, &waitingCall{req: req, p: p, sl: sl, readAt: time.Now()})
+		s.startFetch(ctx)
+	}
+	return sl
+}
+
+// dispatch resolves the name against the catalogue, decides the call in
+// arrival order (escalation state, call id) and sends it to the kernel;
+// the wait for the kernel's answer runs concurrently. The reader calls it,
+// or the catalogue's fetch for calls that waited for it (fetched), under
+// the catalogue's lock. timeout bounds the wait; 0 means no bound.
+func (s *server) dispatch(ctx context.Context, req *request, p callParams, sl *slot, timeout time.Duration, fetched bool) {
 	tool, name := s.cat.resolve(p.name)
 	if s.escalated {
 		no := false
-		return readySlot(resultLine(req.id, s.refusal(req, kproto.InvokeResult{
+		sl.finish(resultLine(req.id, s.refusal(req, kproto.InvokeResult{
 			Status: kproto.StatusDenied, Code: kproto.CodeEscalationPending,
 			Message: "this turn was escalated to a person; no more tool calls are allowed", Retryable: &no,
 		})))
+		return
+	}
+	if fetched {
+		// The reader may be cancelling this call right now: decide
+		// under the lock cancelRequest holds, so the call is either
+		// dropped unsent or sent before its call.cancel.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if sl.cancelled.Load() {
+			sl.finish()
+			return
+		}
 	}
 	s.nextCall++
 	callID := "c" + strconv.FormatInt(s.nextCall, 10)
-	sl := &slot{done: make(chan struct{}), callID: callID}
+	sl.callID = callID
 	// The request goes to the kernel now, in arrival order; its answer is
 	// awaited concurrently.
 	if tool != nil && name == escalateTool {
-		callCtx, cancel := context.WithCancel(ctx)
-		sl.cancel = cancel
-		s.register(req.id, sl)
+		stop := make(chan struct{})
+		sl.cancel = func() { close(stop) }
 		s.calls.Add(1)
 		s.escalated = true
 		reason := escalationReason(p.args)
 		call, err := s.kernel.StartEscalate(kproto.EscalateParams{CallID: callID, Reason: reason, Note: escalationNotice})
-		go s.escalate(callCtx, req, sl, tool, reason, call, err)
-		return sl
+		go s.escalate(ctx, req, sl, stop, tool, reason, call, err, timeout)
+		return
 	}
 	// A call is stopped through a channel, not a context of its own: a
 	// context per call, and a timer in it for --call-timeout, cost about a
 	// tenth of the CPU a call takes.
 	stop := make(chan struct{})
 	sl.cancel = func() { close(stop) }
-	s.register(req.id, sl)
 	s.calls.Add(1)
 	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: p.args, CatalogHash: s.cat.hash}
+	var pc *progressCall
+	if len(req.progressToken) > 0 {
+		// The kernel's reports on this call go to the client from now on.
+		pc = &progressCall{sl: sl, token: req.progressToken}
+		s.lockUnlessFetched(fetched)
+		s.progress[callID] = pc
+		s.unlockUnlessFetched(fetched)
+	}
 	start := s.kernel.StartInvoke
-	if s.in != nil && s.in.Buffered() {
+	if !fetched && s.in != nil && s.in.Buffered() {
 		// More lines are already read: this call goes to the kernel in
 		// one write with the ones after it, not one write each. The
 		// reader flushes before it waits on stdin or on the writer.
 		start = s.kernel.StartInvokeDeferred
 	}
 	call, err := start(ip)
-	s.spawn(func() { s.relay(ctx, req, sl, stop, tool, ip, call, err) })
-	return sl
+	if pc != nil && err == nil {
+		s.lockUnlessFetched(fetched)
+		pc.call = call
+		s.unlockUnlessFetched(fetched)
+	}
+	s.spawn(func() { s.relay(ctx, req, sl, stop, tool, ip, call, err, timeout) })
+}
+
+// lockUnlessFetched takes mu unless dispatch holds it already (for a call
+// the catalogue's fetch sends).
+func (s *server) lockUnlessFetched(fetched bool) {
+	if !fetched {
+		s.mu.Lock()
+	}
+}
+
+func (s *server) unlockUnlessFetched(fetched bool) {
+	if !fetched {
+		s.mu.Unlock()
+	}
 }
 
 // relay waits for the kernel's answer to a call already sent (or the
 // error that kept it from being sent) and renders it. stop is closed when
 // the client cancels the call; ctx ends with the turn.
-func (s *server) relay(ctx context.Context, req *request, sl *slot, stop <-chan struct{}, tool *hashing.Tool, p kproto.InvokeParams, call *kernelclient.Call, err error) {
+func (s *server) relay(ctx context.Context, req *request, sl *slot, stop <-chan struct{}, tool *hashing.Tool, p kproto.InvokeParams, call *kernelclient.Call, err error, timeout time.Duration) {
 	defer s.calls.Done()
-	defer s.unregister(req.id, sl)
+	if len(req.progressToken) > 0 {
+		defer s.unwatchProgress(p.CallID)
+	}
 	var res kproto.InvokeResult
 	timedOut := false
 	if err == nil {
-		var timeout <-chan time.Time
-		if s.cfg.CallTimeout > 0 {
-			t := time.NewTimer(s.cfg.CallTimeout)
+		var expired <-chan time.Time
+		if timeout > 0 {
+			t := time.NewTimer(timeout)
 			defer t.Stop()
-			timeout = t.C
+			expired = t.C
 		}
 		select {
 		case a := <-call.Answer():
@@ -223,16 +315,16 @@ func (s *server) relay(ctx context.Context, req *request, sl *slot, stop <-chan 
 		case <-stop:
 			// Cancelled by the client; call.cancel has been sent.
 			call.Abandon()
-			sl.finish(nil)
+			sl.finish()
 			return
 		case <-ctx.Done():
 			// Shutting down: tell the kernel, answer nothing.
 			call.Abandon()
 			s.kernel.Cancel(p.CallID)
 			sl.cancelled.Store(true)
-			sl.finish(nil)
+			sl.finish()
 			return
-		case <-timeout:
+		case <-expired:
 			call.Abandon()
 			timedOut = true
 		}
@@ -244,6 +336,13 @@ func (s *server) relay(ctx context.Context, req *request, sl *slot, stop <-chan 
 		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelTimeout,
 			Message: "the kernel did not answer within " + s.cfg.CallTimeout.String(), Retryable: &yes}
 	case err == nil:
+	case errors.Is(err, kernelclient.ErrRequestTooLarge):
+		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeTooLarge,
+			Message: "the call is too large for the kernel to read: at most " + strconv.Itoa(s.kernelMaxLine()) + " bytes a message, arguments included"}
+	case errors.Is(err, kernelclient.ErrAnswerTooLarge):
+		s.cfg.Log.Warn().Str("tool", p.Tool).Str("callId", p.CallID).Msg("the kernel's answer is over the line limit; the call failed too_large")
+		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeTooLarge,
+			Message: "the kernel's answer is too large to relay: over " + strconv.Itoa(s.maxLine()) + " bytes"}
 	case errors.Is(err, kernelclient.ErrClosed):
 		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelUnavailable,
 			Message: "the kernel connection was lost; this turn cannot reach it again"}
@@ -255,6 +354,20 @@ func (s *server) relay(ctx context.Context, req *request, sl *slot, stop <-chan 
 	sl.finish(resultLine(req.id, s.callResult(req, tool, res)))
 }
 
+func (s *server) maxLine() int {
+	if s.cfg.MaxLine > 0 {
+		return s.cfg.MaxLine
+	}
+	return jsonrpc.DefaultMaxLine
+}
+
+func (s *server) kernelMaxLine() int {
+	if s.cfg.Hello.MaxLine > 0 {
+		return s.cfg.Hello.MaxLine
+	}
+	return jsonrpc.DefaultMaxLine
+}
+
 // callResult renders a kernel result as an MCP CallToolResult.
 func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeResult) []byte {
 	if res.Status != kproto.StatusSucceeded {
@@ -263,7 +376,9 @@ func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeR
 		}
 		return s.refusal(req, res)
 	}
-	out := make([]byte, 0, 256)
+	// Sized for the common case without regrowing: the output goes in
+	// twice (text and structuredContent), and escaping grows text.
+	out := make([]byte, 0, 128+len(res.Content)+3*len(res.Output))
 	out = append(out, `{"content":`...)
 	switch {
 	case len(res.Content) > 0 && res.Content[0] == '[':
@@ -279,11 +394,10 @@ func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeR
 		out = append(out, `,"structuredContent":`...)
 		out = append(out, res.Output...)
 	}
-	out = append(out, '}')
 	if req.modern {
-		return s.modernize(out, nil)
+		return s.modernize(append(out, '}'), []byte(epochMeta))
 	}
-	return out
+	return append(out, `,"_meta":{`+epochMeta+`}}`...)
 }
 
 // refusal renders a denied or failed result: isError, one text block the
@@ -298,15 +412,16 @@ func (s *server) refusal(req *request, res kproto.InvokeResult) []byte {
 		Message   string `json:"message"`
 		Retryable *bool  `json:"retryable,omitempty"`
 	}{res.Status, res.Code, res.Message, res.Retryable})
-	out := make([]byte, 0, 256)
+	out := make([]byte, 0, 160+2*len(text))
 	out = append(out, `{"content":[{"type":"text","text":`...)
 	out = jsonrpc.AppendString(out, text)
 	out = append(out, `}],"isError":true`...)
-	meta := make([]byte, 0, 64)
+	meta := make([]byte, 0, 96)
 	meta = append(meta, `"sharedos/status":`...)
 	meta = jsonrpc.AppendString(meta, res.Status)
 	meta = append(meta, `,"sharedos/code":`...)
 	meta = jsonrpc.AppendString(meta, res.Code)
+	meta = append(meta, ","+epochMeta...)
 	if req.modern {
 		return s.modernize(append(out, '}'), meta)
 	}
@@ -339,26 +454,49 @@ func escalationReason(args json.RawMessage) string {
 
 // escalate answers sharedos.escalate itself once the kernel has recorded
 // turn.escalate. Every later call was already marked denied when this
-// call was read.
-func (s *server) escalate(ctx context.Context, req *request, sl *slot, tool *hashing.Tool, reason string, call *kernelclient.Call, err error) {
+// call was read. The wait is bounded like a call's; a kernel that does not
+// record the escalation in time gets a failed answer that is not
+// retryable, since the turn takes no more calls either way.
+func (s *server) escalate(ctx context.Context, req *request, sl *slot, stop <-chan struct{}, tool *hashing.Tool, reason string, call *kernelclient.Call, err error, timeout time.Duration) {
 	defer s.calls.Done()
-	defer sl.cancel()
-	defer s.unregister(req.id, sl)
+	timedOut := false
 	if err == nil {
-		err = call.Wait(ctx)
+		var expired <-chan time.Time
+		if timeout > 0 {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case a := <-call.Answer():
+			err = a.Err()
+		case <-stop:
+			call.Abandon()
+			sl.finish()
+			return
+		case <-ctx.Done():
+			call.Abandon()
+			sl.finish()
+			return
+		case <-expired:
+			call.Abandon()
+			timedOut = true
+		}
 	}
+	no := false
 	var res kproto.InvokeResult
 	switch {
+	case timedOut:
+		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelTimeout, Retryable: &no,
+			Message: "the kernel did not record the escalation within " + s.cfg.CallTimeout.String() + "; this turn takes no more tool calls"}
 	case err == nil:
 		output, _ := marshal(map[string]any{"escalated": true, "reason": reason, "note": escalationNotice})
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: output}
-	case sl.cancelled.Load() || ctx.Err() != nil:
-		sl.finish(nil)
-		return
 	case errors.Is(err, kernelclient.ErrClosed):
 		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelUnavailable, Message: "the kernel connection was lost; the escalation was not recorded"}
 	default:
-		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "the kernel refused the escalation: " + err.Error()}
+		s.cfg.Log.Error().Err(err).Msg("the kernel refused turn.escalate")
+		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "the kernel refused the escalation; this turn takes no more tool calls"}
 	}
 	sl.finish(resultLine(req.id, s.callResult(req, tool, res)))
 }

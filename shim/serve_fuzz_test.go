@@ -65,8 +65,9 @@ func wireSeeds(f *testing.F) [][]byte {
 
 // FuzzServe feeds arbitrary stdin to a turn in front of the fake kernel.
 // Whatever comes in: Serve returns, every stdout line is a JSON-RPC 2.0
-// response (or a batch of them), and no id is answered more often than it
-// was asked.
+// response (or a batch of them) or a progress notification for a token a
+// call gave whose answer is not yet written, and no id is answered more
+// often than it was asked.
 func FuzzServe(f *testing.F) {
 	for _, s := range wireSeeds(f) {
 		f.Add(s)
@@ -86,10 +87,16 @@ func FuzzServe(f *testing.F) {
 			if len(line) == 0 {
 				continue
 			}
-			n++
 			if line[len(line)-1] != '\n' {
 				t.Fatalf("stdout ends without a newline: %q", line)
 			}
+			if token, ok := progressToken(line); ok {
+				if !progressOwed(in, token, answered) {
+					t.Fatalf("progress for token %s, which no call still unanswered gave\ninput %q\noutput %q", token, in, out)
+				}
+				continue
+			}
+			n++
 			ids, err := responseIDs(line[:len(line)-1])
 			if err != nil {
 				t.Fatalf("stdout line is not JSON-RPC: %v\n%q", err, line)
@@ -108,6 +115,44 @@ func FuzzServe(f *testing.F) {
 			t.Fatalf("%d answers to %d lines", n, lines)
 		}
 	})
+}
+
+// progressToken reports whether line is a notifications/progress, and
+// its token, compact.
+func progressToken(line []byte) (string, bool) {
+	var m struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  struct {
+			Token    json.RawMessage `json:"progressToken"`
+			Progress *float64        `json:"progress"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Method != "notifications/progress" || m.JSONRPC != "2.0" || m.Params.Progress == nil || m.Params.Token == nil {
+		return "", false
+	}
+	return compact(m.Params.Token), true
+}
+
+// progressOwed reports whether some tools/call in the input gave token
+// and has not been answered yet.
+func progressOwed(in []byte, token string, answered map[string]int) bool {
+	for _, line := range bytes.Split(in, []byte("\n")) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Meta struct {
+					Token json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(line, &m) == nil && m.Method == "tools/call" && m.ID != nil && m.Params.Meta.Token != nil &&
+			compact(m.Params.Meta.Token) == token && answered[compact(m.ID)] == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // requestIDs counts, by compact id, the requests in the input, and
@@ -222,7 +267,13 @@ func FuzzToolsCallParams(f *testing.F) {
 			return // not JSON: FuzzServe covers lines that do not parse
 		}
 		line := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + b.String() + "}\n"
-		out := serveForFuzz(t, k, []byte(line))
+		var answer []byte
+		for _, l := range bytes.SplitAfter(serveForFuzz(t, k, []byte(line)), []byte("\n")) {
+			if _, progress := progressToken(l); !progress {
+				answer = append(answer, l...)
+			}
+		}
+		out := answer
 		ids, err := responseIDs(bytes.TrimSuffix(out, []byte("\n")))
 		if err != nil || len(ids) != 1 || bytes.Count(out, []byte("\n")) != 1 {
 			t.Fatalf("want one JSON-RPC answer, got %q (%v)", out, err)
@@ -275,6 +326,9 @@ func expectedCallCode(params []byte) (code int, modern bool) {
 	if json.Unmarshal(p["_meta"], &meta) == nil {
 		if _, ok := meta["io.modelcontextprotocol/protocolVersion"]; ok {
 			return 0, true
+		}
+		if epoch, ok := meta["sharedos/protocolVersion"]; ok && string(epoch) != `"2"` {
+			return jsonrpc.CodeInvalidParams, false // a SharedOS epoch this shim is not
 		}
 	}
 	var name string

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +29,11 @@ var update = flag.Bool("update", false, "rewrite the expected sections of testda
 // script has that section. Lines in the comment of the form "key: value"
 // set options: call-timeout, max-message, kernel (wrong-hash).
 // The catalogue's hash is written $HASH in the scripts.
+//
+// An "in" line "# wait N" is not sent: the lines after it are sent once
+// the shim has written N lines. Scripts use it where what a line does
+// depends on what the shim has done by then (a cancel for a call that
+// must have reached the kernel), never to wait for time to pass.
 func TestWire(t *testing.T) {
 	files, err := filepath.Glob("testdata/wire/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -74,10 +81,13 @@ func runWireScript(t *testing.T, file string) {
 	}
 	cfg.Kernel, cfg.Hello = dialKernel(t, k.Path)
 
-	var out bytes.Buffer
-	if err := Serve(context.Background(), cfg, bytes.NewReader(in.Data), &out); err != nil {
+	out := &lineCounter{grown: make(chan struct{}, 1)}
+	inR, inW := io.Pipe()
+	go feed(inW, in.Data, out)
+	if err := Serve(context.Background(), cfg, inR, out); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
+	inR.Close()
 	k.WaitIdle()
 	got := map[string]string{
 		"out":    strings.ReplaceAll(out.String(), k.Hash, "$HASH"),
@@ -109,12 +119,76 @@ func runWireScript(t *testing.T, file string) {
 	}
 }
 
+// feed writes a script's in section to w, waiting where it says "# wait N".
+func feed(w *io.PipeWriter, in []byte, out *lineCounter) {
+	for _, line := range bytes.SplitAfter(in, []byte("\n")) {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "# wait "); ok {
+			want, _ := strconv.Atoi(n)
+			if !out.waitFor(want) {
+				break // Serve is done: it wrote less than the script expects
+			}
+			continue
+		}
+		if _, err := w.Write(line); err != nil {
+			break
+		}
+	}
+	w.Close()
+}
+
+// lineCounter is a stdout that tells how many lines have been written.
+type lineCounter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	grown chan struct{}
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(p)
+	select {
+	case c.grown <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (c *lineCounter) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+// waitFor waits until n lines are written, or for 20 s of silence (a shim
+// that will not write them), and reports whether they were.
+func (c *lineCounter) waitFor(n int) bool {
+	for {
+		if strings.Count(c.String(), "\n") >= n {
+			return true
+		}
+		select {
+		case <-c.grown:
+		case <-time.After(20 * time.Second):
+			return false
+		}
+	}
+}
+
 func dialKernel(t testing.TB, path string) (*kernelclient.Client, kproto.HelloResult) {
 	t.Helper()
-	c, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: -1})
+	return dialKernelLimit(t, path, 0)
+}
+
+// dialKernelLimit is dialKernel with a line limit for the kernel's
+// answers, as serve's --max-message sets.
+func dialKernelLimit(t testing.TB, path string, maxLine int) (*kernelclient.Client, kproto.HelloResult) {
+	t.Helper()
+	c, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: -1, MaxLine: maxLine})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() }) // Serve closes it; a test that fails first must too
 	hello, err := c.Hello(context.Background(), kproto.HelloParams{Name: "wire-test", Shim: kproto.Peer{Version: "test"}})
 	if err != nil {
 		t.Fatal(err)

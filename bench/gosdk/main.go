@@ -3,9 +3,9 @@
 // tools are the kernel's, each tools/call relayed with kernelclient. It
 // does what the benchmarks compare and no more: it connects, checks the
 // kernel's peer credentials and says hello before serving (as serve
-// does), fetches the catalogue on the first tools/list or tools/call (as
-// serve does), but neither hashes the catalogue nor keeps answers in
-// arrival order. It is not a second implementation of serve.
+// does), fetches and checks the catalogue on the first tools/list or
+// tools/call (as serve does), but does not keep answers in arrival order.
+// It is not a second implementation of serve.
 package main
 
 import (
@@ -76,27 +76,16 @@ type relay struct {
 // load fetches the catalogue once and registers every tool.
 func (r *relay) load(ctx context.Context) error {
 	r.once.Do(func() {
-		res, err := r.k.List(ctx)
+		tools, hash, err := r.k.Catalogue(ctx)
 		if err != nil {
-			r.err = fmt.Errorf("fetch catalogue: %w", err)
+			r.err = err
 			return
 		}
-		r.hash = res.CatalogHash
-		for _, raw := range res.Tools {
-			var def struct {
-				Name         string           `json:"name"`
-				Description  string           `json:"description"`
-				InputSchema  json.RawMessage  `json:"inputSchema"`
-				OutputSchema json.RawMessage  `json:"outputSchema,omitempty"`
-				Annotations  *json.RawMessage `json:"annotations,omitempty"`
-			}
-			if err := json.Unmarshal(raw, &def); err != nil {
-				r.err = fmt.Errorf("decode tool: %w", err)
-				return
-			}
-			t := &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: def.InputSchema}
+		r.hash = hash
+		for _, def := range tools {
+			t := &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: json.RawMessage(def.InputSchema)}
 			if len(def.OutputSchema) > 0 {
-				t.OutputSchema = def.OutputSchema
+				t.OutputSchema = json.RawMessage(def.OutputSchema)
 			}
 			r.server.AddTool(t, r.call)
 		}
@@ -113,9 +102,19 @@ func (r *relay) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTo
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	res, err := r.k.Invoke(ctx, kproto.InvokeParams{CallID: id, Tool: req.Params.Name, Arguments: args, CatalogHash: r.hash})
+	call, err := r.k.StartInvoke(kproto.InvokeParams{CallID: id, Tool: req.Params.Name, Arguments: args, CatalogHash: r.hash})
 	if err != nil {
 		return nil, err
+	}
+	var res kproto.InvokeResult
+	select {
+	case a := <-call.Answer():
+		if res, err = a.Invoke(); err != nil {
+			return nil, err
+		}
+	case <-ctx.Done():
+		call.Abandon()
+		return nil, ctx.Err()
 	}
 	out := &mcp.CallToolResult{IsError: res.Status != kproto.StatusSucceeded}
 	switch {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
@@ -19,11 +16,6 @@ import (
 )
 
 func runServe(ctx context.Context, stdio cli.IO, args []string) error {
-	// The turn is I/O on three descriptors; one P keeps every hand-off
-	// between its goroutines on one thread instead of waking another. It
-	// is set first: shrinking later flushes the other P's cached spans,
-	// which costs page faults for the runtime's span lists.
-	runtime.GOMAXPROCS(1)
 	fs := newFlagSet(stdio, "serve", "--integration NAME [flags]",
 		"Serve MCP over stdin/stdout for one turn. Before reading stdin it connects to the kernel,\nchecks the kernel's peer credentials and introduces itself as the integration.\nstdout carries MCP messages only; logs go to stderr or --log-file.")
 	integration := fs.String("integration", "", "the integration `name` the kernel knows this harness by (required; 1-64 of letters, digits, space, - _ .)")
@@ -58,56 +50,40 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	defer closeLog()
 
-	// A harness that dies without closing our stdin must not leave us
-	// behind; a closed stdout must surface as EPIPE, not kill us silently.
-	if err := setParentDeathSignal(); err != nil {
-		log.Warn().Err(err).Msg("parent-death signal not set")
-	}
-	signal.Ignore(syscall.SIGPIPE)
-
 	path := *socket
 	if path == "" {
 		path = sockpath.Default(os.Getenv)
 	}
-	k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: *kernelUID, MaxLine: *maxMessage})
-	if err != nil {
-		return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", doctor.DialHint(err))
+	connect := func(ctx context.Context) (shim.Config, error) {
+		k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: *kernelUID, MaxLine: *maxMessage, WriteTimeout: *callTimeout})
+		if err != nil {
+			return shim.Config{}, cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", doctor.DialHint(err))
+		}
+		hctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)
+		ver := shimVersion()
+		hello, err := k.Hello(hctx, kproto.HelloParams{Name: *integration, Shim: kproto.Peer{Name: "sharedos-mcp", Version: ver}})
+		cancel()
+		if err != nil {
+			k.Close()
+			return shim.Config{}, doctor.HelloError(path, err)
+		}
+		log.Debug().Str("integration", *integration).Str("executionId", hello.ExecutionID).Str("kernel", hello.Kernel.Name).Msg("turn opened")
+		return shim.Config{
+			Kernel: k, Hello: hello, Version: ver,
+			CallTimeout: *callTimeout, MaxLine: *maxMessage, Log: log,
+		}, nil
 	}
-	hctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)
-	ver := shimVersion()
-	hello, err := k.Hello(hctx, kproto.HelloParams{Name: *integration, Shim: kproto.Peer{Name: "sharedos-mcp", Version: ver}})
-	cancel()
-	if err != nil {
-		k.Close()
-		return doctor.HelloError(path, err)
-	}
-	log.Debug().Str("integration", *integration).Str("executionId", hello.ExecutionID).Str("kernel", hello.Kernel.Name).Msg("turn opened")
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	if f, ok := stdio.Out.(*os.File); ok {
-		gone := watchClosed(f)
-		go func() {
-			select {
-			case <-gone:
-				stop()
-			case <-ctx.Done():
-			}
-		}()
-	}
-	in := stdio.In
-	if f, ok := in.(*os.File); ok {
-		in = pollable(f)
-	}
-	err = shim.Serve(ctx, shim.Config{
-		Kernel: k, Hello: hello, Version: ver,
-		CallTimeout: *callTimeout, MaxLine: *maxMessage, Log: log,
-	}, in, stdio.Out)
+	var connectErr error
+	err = shim.ServeStdio(ctx, func(ctx context.Context) (shim.Config, error) {
+		cfg, err := connect(ctx)
+		connectErr = err
+		return cfg, err
+	}, stdio.In, stdio.Out)
 	switch {
 	case err == nil:
 		return nil
-	case ctx.Err() != nil:
-		log.Info().Msg("stopped by a signal or a closed stdout; calls in flight were cancelled")
-		return nil
+	case connectErr != nil:
+		return err
 	default:
 		log.Error().Err(err).Msg("turn ended")
 		return fmt.Errorf("serve: %w", err)

@@ -13,8 +13,14 @@ import (
 const DefaultMaxLine = 16 << 20
 
 // ErrLineTooLong reports a line over the reader's limit. The reader has
-// already skipped the rest of that line, so the next ReadLine starts fresh.
+// already skipped the rest of that line, so the next ReadLine starts fresh;
+// Reader.Skipped returns the line's beginning.
 var ErrLineTooLong = errors.New("message line exceeds the size limit")
+
+// SkippedPrefix is how much of an over-long line Reader.Skipped keeps:
+// enough for the members a message starts with (its id), little enough
+// that keeping it costs nothing.
+const SkippedPrefix = 1 << 10
 
 // Reader reads newline-delimited messages. Unlike bufio.Scanner it has no
 // hidden 64 KiB limit and survives an over-long line. It keeps its own
@@ -28,6 +34,8 @@ type Reader struct {
 	size int   // the initial buffer size, and that of a replacement
 	max  int   // the longest line, without its ending
 	err  error // from rd; returned once buf[r:w] holds no more lines
+
+	skipped []byte // the start of the last line refused as too long
 }
 
 // NewReader returns a Reader that refuses lines longer than limit bytes
@@ -68,6 +76,7 @@ func (r *Reader) ReadLine() ([]byte, error) {
 		}
 		scanned = r.w
 		if r.w-r.r > r.max+1 { // more than max bytes besides a "\r"
+			r.keepSkipped(r.buf[r.r:r.w])
 			return nil, r.skipLine()
 		}
 		if r.err != nil {
@@ -100,6 +109,18 @@ func (r *Reader) ReadLine() ([]byte, error) {
 			r.err = io.ErrNoProgress
 		}
 	}
+}
+
+// Skipped returns the beginning of the line the last ErrLineTooLong
+// refused: its first SkippedPrefix bytes, or all of them read before the
+// line was known to be too long (at least the limit plus one), so a caller
+// can still tell whose message it was: a client reads the id of an
+// answer too long to take, and fails only that request. The slice is
+// valid until the next ErrLineTooLong.
+func (r *Reader) Skipped() []byte { return r.skipped }
+
+func (r *Reader) keepSkipped(b []byte) {
+	r.skipped = append(r.skipped[:0], b[:min(len(b), SkippedPrefix)]...)
 }
 
 // skipLine drops the rest of an over-long line.
@@ -144,6 +165,7 @@ func (r *Reader) ReadOwnedLine() ([]byte, error) {
 func (r *Reader) trim(b []byte) ([]byte, error) {
 	line := bytes.TrimSuffix(b, []byte("\r"))
 	if len(line) > r.max {
+		r.keepSkipped(line)
 		return nil, ErrLineTooLong
 	}
 	return line, nil

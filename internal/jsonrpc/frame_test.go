@@ -61,15 +61,16 @@ func FuzzReader(f *testing.F) {
 		if limit <= 0 || limit > 1<<16 || size <= 0 || size > 1<<12 || piece == 0 {
 			return
 		}
-		var want []string
+		var want, long []string
 		lines := strings.Split(string(data), "\n")
 		if strings.HasSuffix(string(data), "\n") || len(data) == 0 {
 			lines = lines[:len(lines)-1]
 		}
-		for _, l := range lines {
-			l = strings.TrimSuffix(l, "\r")
+		for _, raw := range lines {
+			l := strings.TrimSuffix(raw, "\r")
 			if len(l) > limit {
 				l = "\n" // no line holds a newline: this marks one too long
+				long = append(long, raw)
 			}
 			want = append(want, l)
 		}
@@ -77,6 +78,7 @@ func FuzzReader(f *testing.F) {
 			r := NewReaderSize(&pieces{data: data, n: int(piece)}, limit, size)
 			var got []string
 			var kept [][]byte
+			skipped := 0
 			for i := 0; ; i++ {
 				var line []byte
 				var err error
@@ -94,6 +96,13 @@ func FuzzReader(f *testing.F) {
 				switch {
 				case errors.Is(err, ErrLineTooLong):
 					got = append(got, "\n")
+					// Skipped is the line's beginning: at least its first
+					// SkippedPrefix bytes, or limit+1, that are not its "\r".
+					raw, p := long[skipped], string(r.Skipped())
+					skipped++
+					if !strings.HasPrefix(raw, p) || len(p) < min(SkippedPrefix, limit+1, len(strings.TrimSuffix(raw, "\r"))) {
+						t.Fatalf("Skipped() = %.40q (%d bytes) for a line starting %.40q (%d bytes)", p, len(p), raw, len(raw))
+					}
 				case err != nil:
 					t.Fatal(err)
 				default:
@@ -154,6 +163,24 @@ func TestReadOwnedLineKeepsEachLine(t *testing.T) {
 	for i, line := range kept {
 		if string(line) != want[i] {
 			t.Errorf("line %d changed after later reads: %.20q… (%d bytes), want %.20q… (%d bytes)", i, line, len(line), want[i], len(want[i]))
+		}
+	}
+}
+
+// TestSkippedKeepsTheStartOfALongLine: a client that refuses an over-long
+// answer can still read whose answer it was.
+func TestSkippedKeepsTheStartOfALongLine(t *testing.T) {
+	long := `{"jsonrpc":"2.0","id":7,"result":"` + strings.Repeat("x", 5000) + `"}`
+	for _, size := range []int{64, 1 << 16} { // skipped while streaming, or found whole
+		r := NewReaderSize(strings.NewReader(long+"\n{}\n"), 1024, size)
+		if _, err := r.ReadLine(); !errors.Is(err, ErrLineTooLong) {
+			t.Fatalf("size %d: ReadLine = %v, want ErrLineTooLong", size, err)
+		}
+		if got := string(r.Skipped()); got != long[:SkippedPrefix] {
+			t.Errorf("size %d: Skipped() = %.60q…, want the line's first %d bytes", size, got, SkippedPrefix)
+		}
+		if line, err := r.ReadLine(); err != nil || string(line) != "{}" {
+			t.Errorf("size %d: the next line is %q, %v", size, line, err)
 		}
 	}
 }

@@ -1,10 +1,13 @@
 // Package kerneltest is a scriptable kernel for tests: the server side of
 // docs/kernel-protocol.md over a real Unix socket, with tools whose names
-// say how they behave. Only tests import it.
+// say how they behave, and a hook for a test that needs a kernel to
+// misbehave in a way of its own. Only tests (and test helpers that run as
+// programs) import it.
 package kerneltest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
@@ -27,18 +31,34 @@ var Catalogue = []string{
 	`{"name":"broken.tool","description":"Always fails.","namespace":"test","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object"}}`,
 	`{"name":"slow.read","description":"Answers only after a later call has been answered.","namespace":"test","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object"}}`,
 	`{"name":"hang","description":"Never answers until cancelled.","namespace":"test","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object"}}`,
+	`{"name":"hold","description":"Answers after ms milliseconds, or when the test releases it.","namespace":"test","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object","properties":{"ms":{"type":"integer"}}}}`,
+	`{"name":"progress","description":"Reports steps progress, answers, then reports after more.","namespace":"test","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object","properties":{"steps":{"type":"integer"},"after":{"type":"integer"}}}}`,
+	`{"name":"echo","description":"Answers with its arguments, twice.","namespace":"test","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object"}}`,
 	`{"name":"die","description":"Closes the kernel connection.","namespace":"test","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object"}}`,
 	`{"name":"sharedos.escalate","description":"Stop and ask a person.","namespace":"sharedos","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object","properties":{"reason":{"type":"string"}}}}`,
 }
 
 // Options changes the fake's behaviour.
 type Options struct {
-	// Tools replaces Catalogue when non-nil.
+	// Tools replaces Catalogue when non-nil. A catalogue the shim's
+	// projection refuses is served as it is, with an empty Hash.
 	Tools []string
 	// WrongHash makes tools.list advertise a hash the shim cannot match.
 	WrongHash bool
 	// Instructions is returned by integration.hello.
 	Instructions string
+	// MaxLine is the longest line the kernel reads, advertised in hello;
+	// a longer line is answered -32600 with a null id, as the reference
+	// kernel does. 0 means jsonrpc.DefaultMaxLine, not advertised.
+	MaxLine int
+	// Stall makes the kernel stop reading and answering at the first
+	// tools.list, as a kernel process that was stopped would, until
+	// Close.
+	Stall bool
+	// Handler, when set, sees every message before the fake does and
+	// reports whether it dealt with it; if not, the fake answers as
+	// usual. It runs on the connection's reading goroutine.
+	Handler func(c *Conn, m *jsonrpc.Message) bool
 }
 
 // Kernel is a running fake kernel.
@@ -46,24 +66,29 @@ type Kernel struct {
 	Path string
 	Hash string
 
-	opts  Options
-	tools []json.RawMessage
-	ln    *net.UnixListener
-	wg    sync.WaitGroup
+	opts     Options
+	dir      string
+	tools    []json.RawMessage
+	ln       *net.UnixListener
+	wg       sync.WaitGroup
+	quit     chan struct{}
+	once     sync.Once
+	released sync.Once
 
-	mu     sync.Mutex
-	events []string
+	mu      sync.Mutex
+	events  []string
+	conns   map[*Conn]bool
+	release chan struct{} // closed by Release: calls to hold answer
 }
 
-// Start serves a fake kernel on a fresh socket until the test ends.
-func Start(t testing.TB, opts Options) *Kernel {
-	t.Helper()
+// New serves a fake kernel on a fresh socket until Close.
+func New(opts Options) (*Kernel, error) {
 	dir, err := os.MkdirTemp("", "kt")
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("kerneltest: %w", err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	k := &Kernel{Path: filepath.Join(dir, "k.sock"), opts: opts}
+	k := &Kernel{Path: filepath.Join(dir, "k.sock"), opts: opts, dir: dir, quit: make(chan struct{}),
+		conns: map[*Conn]bool{}, release: make(chan struct{})}
 	src := opts.Tools
 	if src == nil {
 		src = Catalogue
@@ -71,18 +96,37 @@ func Start(t testing.TB, opts Options) *Kernel {
 	for _, s := range src {
 		k.tools = append(k.tools, json.RawMessage(s))
 	}
-	pub, err := hashing.ProjectRaw(k.tools)
-	if err != nil {
-		t.Fatalf("kerneltest catalogue: %v", err)
+	if pub, err := hashing.ProjectRaw(k.tools); err == nil {
+		k.Hash = hashing.Hash(pub)
+	} else if opts.Tools == nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("kerneltest catalogue: %w", err)
 	}
-	k.Hash = hashing.Hash(pub)
 	k.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: k.Path, Net: "unix"})
 	if err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("kerneltest: %w", err)
 	}
 	k.wg.Add(1)
 	go k.accept()
-	t.Cleanup(k.WaitIdle)
+	return k, nil
+}
+
+// Start is New for a test: the kernel stops when the test ends, after
+// every connection has closed.
+func Start(t testing.TB, opts Options) *Kernel {
+	t.Helper()
+	k, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if opts.Stall {
+			k.Close()
+		}
+		k.WaitIdle()
+		os.RemoveAll(k.dir)
+	})
 	return k
 }
 
@@ -95,14 +139,35 @@ func (k *Kernel) Events() []string {
 }
 
 // WaitIdle stops accepting connections and waits until every connection
-// accepted so far has closed. It runs again, harmlessly, when the test
-// ends.
+// accepted so far has closed. It may run more than once.
 func (k *Kernel) WaitIdle() {
 	k.ln.Close()
 	k.wg.Wait()
 }
 
-func (k *Kernel) record(format string, args ...any) {
+// Close stops the kernel: it closes every connection (a stalled one too)
+// and waits for them, and removes the socket's directory.
+func (k *Kernel) Close() error {
+	k.once.Do(func() { close(k.quit) })
+	k.ln.Close()
+	k.mu.Lock()
+	for c := range k.conns {
+		c.conn.Close()
+	}
+	k.mu.Unlock()
+	k.wg.Wait()
+	return os.RemoveAll(k.dir)
+}
+
+// Release answers every call to hold that has no ms, those made before
+// and those made after, so a test need not know whether a call has reached
+// the kernel yet.
+func (k *Kernel) Release() {
+	k.released.Do(func() { close(k.release) })
+}
+
+// Record adds an event, as the fake's own are added.
+func (k *Kernel) Record(format string, args ...any) {
 	k.mu.Lock()
 	k.events = append(k.events, fmt.Sprintf(format, args...))
 	k.mu.Unlock()
@@ -115,15 +180,23 @@ func (k *Kernel) accept() {
 		if err != nil {
 			return
 		}
+		conn := &Conn{k: k, conn: c, calls: map[string]chan struct{}{}}
+		k.mu.Lock()
+		k.conns[conn] = true
+		k.mu.Unlock()
 		k.wg.Add(1)
 		go func() {
 			defer k.wg.Done()
-			(&turn{k: k, conn: c, calls: map[string]chan struct{}{}}).serve()
+			conn.serve()
+			k.mu.Lock()
+			delete(k.conns, conn)
+			k.mu.Unlock()
 		}()
 	}
 }
 
-type turn struct {
+// Conn is one connection, that is, one turn, as a Handler sees it.
+type Conn struct {
 	k    *Kernel
 	conn *net.UnixConn
 	wmu  sync.Mutex
@@ -136,71 +209,85 @@ type turn struct {
 	slow      []chan struct{}          // slow.read calls waiting for another answer
 }
 
-func (t *turn) serve() {
+func (c *Conn) serve() {
 	defer func() {
-		t.conn.Close()
-		t.mu.Lock()
-		for _, ch := range t.calls {
+		c.conn.Close()
+		c.mu.Lock()
+		for _, ch := range c.calls {
 			close(ch)
 		}
-		for _, ch := range t.slow {
+		for _, ch := range c.slow {
 			close(ch)
 		}
-		t.calls, t.slow = map[string]chan struct{}{}, nil
-		t.mu.Unlock()
-		t.wg.Wait()
-		t.k.record("closed")
+		c.calls, c.slow = map[string]chan struct{}{}, nil
+		c.mu.Unlock()
+		c.wg.Wait()
+		c.k.Record("closed")
 	}()
-	r := jsonrpc.NewReader(t.conn, 0)
+	r := jsonrpc.NewReader(c.conn, c.k.opts.MaxLine)
 	for {
 		line, err := r.ReadLine()
+		if errors.Is(err, jsonrpc.ErrLineTooLong) {
+			c.k.Record("line too long")
+			c.Write(jsonrpc.AppendError(nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "message line exceeds the size limit"}))
+			continue
+		}
 		if err != nil {
 			return
 		}
 		var m jsonrpc.Message
 		if err := json.Unmarshal(line, &m); err != nil {
-			t.k.record("bad line %q", line)
+			c.k.Record("bad line %q", line)
 			return
 		}
-		if !t.handle(&m) {
+		if h := c.k.opts.Handler; h != nil && h(c, &m) {
+			continue
+		}
+		if !c.handle(&m) {
 			return
 		}
 	}
 }
 
 // handle answers one message; false ends the connection.
-func (t *turn) handle(m *jsonrpc.Message) bool {
+func (c *Conn) handle(m *jsonrpc.Message) bool {
 	switch m.Method {
 	case kproto.MethodHello:
 		var p kproto.HelloParams
 		json.Unmarshal(m.Params, &p)
-		t.k.record("hello %s", p.Name)
-		t.mu.Lock()
-		again := t.hello
-		t.hello = true
-		t.mu.Unlock()
+		c.k.Record("hello %s", p.Name)
+		c.mu.Lock()
+		again := c.hello
+		c.hello = true
+		c.mu.Unlock()
 		if again {
-			t.fail(m.ID, kproto.ErrAlreadyIntroduced)
+			c.Fail(m.ID, jsonrpc.CodeInvalidRequest, kproto.ErrAlreadyIntroduced)
 			return true
 		}
-		t.reply(m.ID, kproto.HelloResult{
+		c.Reply(m.ID, kproto.HelloResult{
 			Protocol:     kproto.Version,
 			Principal:    kproto.Principal{Kind: "integration", Name: p.Name},
 			ExecutionID:  "exe_test",
-			Instructions: t.k.opts.Instructions,
+			Instructions: c.k.opts.Instructions,
 			Kernel:       kproto.Peer{Name: "kerneltest", Version: "0"},
+			MaxLine:      c.k.opts.MaxLine,
 		})
 	case kproto.MethodList:
-		t.k.record("list")
-		hash := t.k.Hash
-		if t.k.opts.WrongHash {
+		c.k.Record("list")
+		if c.k.opts.Stall {
+			c.k.Record("stalled")
+			<-c.k.quit
+			return false
+		}
+		hash := c.k.Hash
+		if c.k.opts.WrongHash {
 			hash = strings.Repeat("0", 64)
 		}
-		t.reply(m.ID, kproto.ListResult{Tools: t.k.tools, CatalogHash: hash})
+		c.Reply(m.ID, kproto.ListResult{Tools: c.k.tools, CatalogHash: hash})
 	case kproto.MethodInvoke:
 		var p kproto.InvokeParams
 		json.Unmarshal(m.Params, &p)
-		t.k.record("invoke %s args=%s", p.Tool, p.Arguments)
+		c.k.Record("invoke %s args=%s", p.Tool, p.Arguments)
 		if p.Tool == "die" {
 			return false
 		}
@@ -211,59 +298,65 @@ func (t *turn) handle(m *jsonrpc.Message) bool {
 		switch p.Tool {
 		case "slow.read":
 			release = make(chan struct{})
-			t.mu.Lock()
-			t.slow = append(t.slow, release)
-			t.mu.Unlock()
-		case "hang":
+			c.mu.Lock()
+			c.slow = append(c.slow, release)
+			c.mu.Unlock()
+		case "hang", "hold":
 			release = make(chan struct{})
-			t.mu.Lock()
-			t.calls[p.CallID] = release
-			t.mu.Unlock()
+			c.mu.Lock()
+			c.calls[p.CallID] = release
+			c.mu.Unlock()
 		}
-		t.mu.Lock()
-		escalated := t.escalated
-		t.mu.Unlock()
-		t.wg.Add(1)
-		go t.invoke(m.ID, p, release, escalated)
+		c.mu.Lock()
+		escalated := c.escalated
+		c.mu.Unlock()
+		c.wg.Add(1)
+		go c.invoke(m.ID, p, release, c.k.release, escalated)
 	case kproto.MethodCancel:
 		var p kproto.CancelParams
 		json.Unmarshal(m.Params, &p)
-		t.k.record("cancel %s", p.CallID)
-		t.mu.Lock()
-		if ch, ok := t.calls[p.CallID]; ok {
+		c.k.Record("cancel %s", p.CallID)
+		c.mu.Lock()
+		if ch, ok := c.calls[p.CallID]; ok {
 			close(ch)
-			delete(t.calls, p.CallID)
+			delete(c.calls, p.CallID)
 		}
-		t.mu.Unlock()
+		c.mu.Unlock()
 	case kproto.MethodEscalate:
 		var p kproto.EscalateParams
 		json.Unmarshal(m.Params, &p)
-		t.k.record("escalate %q", p.Reason)
-		t.mu.Lock()
-		t.escalated = true
-		t.mu.Unlock()
-		t.reply(m.ID, struct{}{})
+		c.k.Record("escalate %q", p.Reason)
+		c.mu.Lock()
+		c.escalated = true
+		c.mu.Unlock()
+		c.Reply(m.ID, struct{}{})
 	case kproto.MethodPing:
-		t.reply(m.ID, struct{}{})
+		c.Reply(m.ID, struct{}{})
 	default:
-		t.k.record("unknown %s", m.Method)
+		c.k.Record("unknown %s", m.Method)
 	}
 	return true
 }
 
 // invoke answers one call. escalated and release were decided when the
 // call was read, so the answer does not depend on goroutine timing.
-func (t *turn) invoke(id json.RawMessage, p kproto.InvokeParams, release chan struct{}, escalated bool) {
-	defer t.wg.Done()
+func (c *Conn) invoke(id json.RawMessage, p kproto.InvokeParams, release, released chan struct{}, escalated bool) {
+	defer c.wg.Done()
 	var res kproto.InvokeResult
+	var a struct {
+		Path  string `json:"path"`
+		MS    int    `json:"ms"`
+		Steps int    `json:"steps"`
+		After int    `json:"after"`
+	}
+	json.Unmarshal(p.Arguments, &a)
+	after := 0
 	switch {
 	case escalated:
 		res = deny(kproto.CodeEscalationPending)
-	case p.CatalogHash != t.k.Hash:
+	case p.CatalogHash != c.k.Hash:
 		res = deny(kproto.CodeCatalogMismatch)
 	case p.Tool == "files.read":
-		var a struct{ Path string }
-		json.Unmarshal(p.Arguments, &a)
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Content: mustJSON([]map[string]string{{"type": "text", "text": "contents of " + a.Path}})}
 	case p.Tool == "files.list":
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`{"entries":["a.txt","b.txt"]}`)}
@@ -279,18 +372,50 @@ func (t *turn) invoke(id json.RawMessage, p kproto.InvokeParams, release chan st
 	case p.Tool == "hang":
 		<-release
 		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeCancelled}
+	case p.Tool == "hold":
+		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`"held"`)}
+		var timeout <-chan time.Time
+		if a.MS > 0 {
+			t := time.NewTimer(time.Duration(a.MS) * time.Millisecond)
+			defer t.Stop()
+			timeout = t.C
+		} else {
+			timeout = make(chan time.Time) // never: only Release answers
+		}
+		select {
+		case <-timeout:
+		case <-released:
+		case <-release: // cancelled, or the connection ended
+			res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeCancelled}
+		}
+		c.mu.Lock()
+		delete(c.calls, p.CallID)
+		c.mu.Unlock()
+	case p.Tool == "progress":
+		total := float64(a.Steps)
+		for i := 1; i <= a.Steps; i++ {
+			c.Notify(kproto.MethodProgress, kproto.ProgressParams{CallID: p.CallID, Progress: float64(i), Total: &total, Message: fmt.Sprintf("step %d of %d", i, a.Steps)})
+		}
+		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`"done"`)}
+		after = a.After
+	case p.Tool == "echo":
+		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: mustJSON(map[string]json.RawMessage{"echo": p.Arguments, "again": p.Arguments})}
 	default:
 		res = deny(kproto.CodeToolUnavailable)
 		res.Message = "no tool named " + p.Tool + " in this turn"
 	}
-	t.reply(id, res)
+	c.Reply(id, res)
+	for i := 1; i <= after; i++ {
+		// A kernel that reports after its answer: the shim must drop these.
+		c.Notify(kproto.MethodProgress, kproto.ProgressParams{CallID: p.CallID, Progress: float64(a.Steps + i)})
+	}
 	if p.Tool != "slow.read" {
-		t.mu.Lock()
-		for _, ch := range t.slow {
+		c.mu.Lock()
+		for _, ch := range c.slow {
 			close(ch)
 		}
-		t.slow = nil
-		t.mu.Unlock()
+		c.slow = nil
+		c.mu.Unlock()
 	}
 }
 
@@ -306,16 +431,27 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-func (t *turn) reply(id json.RawMessage, result any) {
-	t.write(jsonrpc.AppendResponse(nil, id, mustJSON(result)))
+// Reply writes a result for request id.
+func (c *Conn) Reply(id json.RawMessage, result any) {
+	c.Write(jsonrpc.AppendResponse(nil, id, mustJSON(result)))
 }
 
-func (t *turn) fail(id json.RawMessage, code string) {
-	t.write(jsonrpc.AppendError(nil, id, &jsonrpc.Error{Code: -32600, Message: code, Data: mustJSON(kproto.ErrorData{Code: code})}))
+// Fail writes a JSON-RPC error for request id, with code as data.code.
+func (c *Conn) Fail(id json.RawMessage, rpcCode int, code string) {
+	c.Write(jsonrpc.AppendError(nil, id, &jsonrpc.Error{Code: rpcCode, Message: code, Data: mustJSON(kproto.ErrorData{Code: code})}))
 }
 
-func (t *turn) write(b []byte) {
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	t.conn.Write(b)
+// Notify writes a notification.
+func (c *Conn) Notify(method string, params any) {
+	c.Write([]byte(`{"jsonrpc":"2.0","method":` + string(mustJSON(method)) + `,"params":` + string(mustJSON(params)) + "}\n"))
 }
+
+// Write writes raw bytes, whole, to the shim.
+func (c *Conn) Write(b []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.conn.Write(b)
+}
+
+// Close closes the connection from the kernel's side.
+func (c *Conn) Close() { c.conn.Close() }

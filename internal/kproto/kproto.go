@@ -16,6 +16,9 @@ const (
 	MethodCancel   = "call.cancel"
 	MethodEscalate = "turn.escalate"
 	MethodPing     = "ping"
+	// MethodProgress is the one notification a kernel sends: how far a
+	// call has got. A kernel that never sends it is conforming.
+	MethodProgress = "call.progress"
 )
 
 // Reason codes carried in a JSON-RPC error's data.code.
@@ -44,6 +47,7 @@ const (
 	CodeCancelled         = "cancelled"
 	CodeInternal          = "internal"
 	CodeNotFound          = "not_found"
+	CodeTooLarge          = "too_large"
 	// Codes only the shim produces.
 	CodeKernelUnavailable = "kernel_unavailable"
 	CodeKernelTimeout     = "kernel_timeout"
@@ -80,6 +84,10 @@ type HelloResult struct {
 	ExecutionID  string    `json:"executionId"`
 	Instructions string    `json:"instructions,omitempty"`
 	Kernel       Peer      `json:"kernel"`
+	// MaxLine is the longest request line the kernel reads, in bytes
+	// without the newline; 0 (absent) means the protocol's default,
+	// jsonrpc.DefaultMaxLine. The shim never sends a longer line.
+	MaxLine int `json:"maxLine,omitempty"`
 }
 
 // ListResult answers tools.list. Tools are kernel-side definitions
@@ -110,6 +118,16 @@ type InvokeResult struct {
 // CancelParams is call.cancel's params.
 type CancelParams struct {
 	CallID string `json:"callId"`
+}
+
+// ProgressParams is call.progress's params: the kernel's report on a call
+// still running. Progress should increase from one report to the next;
+// Total, when known, is what Progress counts toward.
+type ProgressParams struct {
+	CallID   string   `json:"callId"`
+	Progress float64  `json:"progress"`
+	Total    *float64 `json:"total,omitempty"`
+	Message  string   `json:"message,omitempty"`
 }
 
 // EscalateParams ends a turn by asking a person.

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package cmd
+package shim
 
 // setParentDeathSignal has no equivalent outside Linux; there the shim
 // relies on stdin EOF when the harness dies.

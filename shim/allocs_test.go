@@ -1,0 +1,44 @@
+package shim
+
+import (
+	"bytes"
+	"testing"
+)
+
+// relayedCallAllocs is what one tools/call costs in allocations, relayed
+// through Serve to the fake kernel and answered, the fake's own included
+// (about 30 of them: it decodes with encoding/json). ADR 0004 brought the
+// shim's part from 92 to 45; this pins it, so an edit that adds to the hot
+// path fails here instead of passing unnoticed.
+const relayedCallAllocs = 75
+
+// relayedCallAllocsRace is the same call under the race detector, which
+// allocates on its own: CI runs the tests with -race.
+const relayedCallAllocsRace = 81
+
+func TestRelayedCallAllocations(t *testing.T) {
+	budget := relayedCallAllocs
+	if raceEnabled {
+		budget = relayedCallAllocsRace
+	}
+	in, out, stop := benchSession(t)
+	defer stop()
+	want := []byte(`"text":"contents of notes/today.md"`)
+	id := 1
+	call := func() {
+		in.Write(callLine(id))
+		id++
+		line, err := out.ReadSlice('\n')
+		if err != nil || !bytes.Contains(line, want) {
+			t.Fatalf("answer %q, %v", line, err)
+		}
+	}
+	for range 100 { // workers started, buffers grown
+		call()
+	}
+	got := testing.AllocsPerRun(500, call)
+	t.Logf("%.0f allocations a call", got)
+	if got > float64(budget) {
+		t.Errorf("a relayed call makes %.0f allocations, over the budget of %d (ADR 0004)", got, budget)
+	}
+}

@@ -1,0 +1,366 @@
+package shim
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/rogpeppe/go-internal/txtar"
+)
+
+// conformancePackage ships the official schema of each MCP revision
+// (copied from the specification repository at a pinned commit). It is
+// installed from the npm registry when the test runs, never copied here.
+// 0.2.0-alpha.12 is the first release that bundles 2026-07-28.
+const conformancePackage = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
+
+// schemaFor is the schema each protocol version is checked against. No
+// package on the registry ships the 2024-11-05 schema; its messages are
+// checked against 2025-03-26's, its successor, which the shim's
+// 2024-11-05 answers must also satisfy (they differ only in
+// protocolVersion).
+var schemaFor = map[string]string{
+	"2024-11-05": "2025-03-26",
+	"2025-03-26": "2025-03-26",
+	"2025-06-18": "2025-06-18",
+	"2025-11-25": "2025-11-25",
+	"2026-07-28": "2026-07-28",
+}
+
+// TestEveryMessageValidatesAgainstItsSchema checks every line the wire
+// scripts show the shim writing against the official JSON schema of the
+// protocol version it was written under: the result against the
+// method's result type, the whole against the response, error or
+// notification type.
+func TestEveryMessageValidatesAgainstItsSchema(t *testing.T) {
+	schemas := loadSchemas(t)
+	files, err := filepath.Glob("testdata/wire/*.txtar")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no wire scripts: %v", err)
+	}
+	checked := 0
+	for _, file := range files {
+		ar, err := txtar.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in, out []byte
+		for _, f := range ar.Files {
+			switch f.Name {
+			case "in":
+				in = f.Data
+			case "out":
+				out = f.Data
+			}
+		}
+		reqs, tokens := servedAs(in)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if line == "" {
+				continue
+			}
+			line = strings.ReplaceAll(line, "$HASH", strings.Repeat("0", 64))
+			for _, problem := range checkLine(schemas, reqs, tokens, line) {
+				t.Errorf("%s: %s\n%.400s", filepath.Base(file), problem, line)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d lines checked against %d schemas", checked, len(schemas))
+}
+
+// served is how the shim served one request: its method, under which
+// protocol version.
+type served struct{ method, version string }
+
+// servedAs replays a script's input as the shim reads it: each request's
+// method and protocol version, by id (in order, for ids used twice), and
+// the version of each progress token's call.
+func servedAs(in []byte) (map[string][]served, map[string]string) {
+	reqs := map[string][]served{}
+	tokens := map[string]string{}
+	negotiated := latestLegacy // what an unnegotiated session is served as
+	add := func(raw json.RawMessage) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || m["id"] == nil {
+			return
+		}
+		var method string
+		json.Unmarshal(m["method"], &method) // a bad one is answered -32600
+		var p struct {
+			ProtocolVersion string `json:"protocolVersion"`
+			Meta            struct {
+				Version string          `json:"io.modelcontextprotocol/protocolVersion"`
+				Epoch   json.RawMessage `json:"sharedos/protocolVersion"`
+				Token   json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
+		}
+		json.Unmarshal(m["params"], &p)
+		version := negotiated
+		if p.Meta.Version != "" {
+			version = modernVersion // and answered -32022 if it is not
+		} else if method == "initialize" && (p.Meta.Epoch == nil || string(p.Meta.Epoch) == `"2"`) {
+			version = latestLegacy
+			if legacyVersions[p.ProtocolVersion] {
+				version = p.ProtocolVersion
+			}
+			negotiated = version
+		}
+		id := compact(m["id"])
+		reqs[id] = append(reqs[id], served{method, version})
+		if p.Meta.Token != nil {
+			tokens[compact(p.Meta.Token)] = version
+		}
+	}
+	for _, line := range strings.Split(string(in), "\n") {
+		var batch []json.RawMessage
+		if json.Unmarshal([]byte(line), &batch) == nil {
+			for _, e := range batch {
+				add(e)
+			}
+			continue
+		}
+		add(json.RawMessage(line))
+	}
+	return reqs, tokens
+}
+
+// resultTypes names the result definition of each method the shim answers.
+var resultTypes = map[string]string{
+	"initialize":      "InitializeResult",
+	"ping":            "EmptyResult",
+	"tools/list":      "ListToolsResult",
+	"tools/call":      "CallToolResult",
+	"server/discover": "DiscoverResult",
+}
+
+// checkLine returns what is wrong with one stdout line.
+func checkLine(schemas map[string]*schemaDoc, reqs map[string][]served, tokens map[string]string, line string) []string {
+	var batch []json.RawMessage
+	if json.Unmarshal([]byte(line), &batch) == nil {
+		var problems []string
+		for _, e := range batch {
+			problems = append(problems, checkMessage(schemas, reqs, tokens, e, true)...)
+		}
+		return problems
+	}
+	return checkMessage(schemas, reqs, tokens, json.RawMessage(line), false)
+}
+
+func checkMessage(schemas map[string]*schemaDoc, reqs map[string][]served, tokens map[string]string, raw json.RawMessage, inBatch bool) []string {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return []string{"not a JSON object"}
+	}
+	if _, ok := m["method"]; ok { // the shim's only notification
+		var n struct {
+			Params struct {
+				Token json.RawMessage `json:"progressToken"`
+			} `json:"params"`
+		}
+		json.Unmarshal(raw, &n)
+		version, ok := tokens[compact(n.Params.Token)]
+		if !ok {
+			return []string{"a notification for no call's progress token"}
+		}
+		return schemas[schemaFor[version]].check("ProgressNotification", raw)
+	}
+	id := compact(m["id"])
+	if id == "null" {
+		// The request could not be read. JSON-RPC 2.0 answers it with a
+		// null id; no MCP schema has that form (2025-11-25 and later make
+		// the id optional instead), so the rest is checked without it.
+		delete(m, "id")
+		version := latestLegacy
+		if inBatch {
+			version = "2025-03-26"
+		}
+		without, _ := json.Marshal(m)
+		doc := schemas[schemaFor[version]]
+		if doc.has("JSONRPCErrorResponse") {
+			return doc.check("JSONRPCErrorResponse", without)
+		}
+		return doc.checkAt("#/definitions/JSONRPCError/properties/error", m["error"])
+	}
+	list := reqs[id]
+	if len(list) == 0 {
+		return []string{"an answer to id " + id + ", which no request had"}
+	}
+	req := list[0]
+	reqs[id] = list[1:]
+	doc := schemas[schemaFor[req.version]]
+	if _, isErr := m["error"]; isErr {
+		return doc.check(doc.first("JSONRPCErrorResponse", "JSONRPCError"), raw)
+	}
+	problems := doc.check(doc.first("JSONRPCResultResponse", "JSONRPCResponse"), raw)
+	if rt, ok := resultTypes[req.method]; ok {
+		for _, p := range doc.check(rt, m["result"]) {
+			problems = append(problems, fmt.Sprintf("%s result (%s, %s): %s", req.method, req.version, rt, p))
+		}
+	}
+	return problems
+}
+
+// schemaDoc is one revision's schema document, with a validator per
+// definition made on first use.
+type schemaDoc struct {
+	raw      map[string]any
+	defsKey  string
+	resolved map[string]*jsonschema.Resolved
+}
+
+func (d *schemaDoc) has(def string) bool {
+	defs, _ := d.raw[d.defsKey].(map[string]any)
+	_, ok := defs[def]
+	return ok
+}
+
+func (d *schemaDoc) first(defs ...string) string {
+	for _, def := range defs {
+		if d.has(def) {
+			return def
+		}
+	}
+	return defs[len(defs)-1]
+}
+
+func (d *schemaDoc) check(def string, instance json.RawMessage) []string {
+	return d.checkAt("#/"+d.defsKey+"/"+def, instance)
+}
+
+// checkAt validates instance against the schema at ref, a JSON pointer
+// into the document.
+func (d *schemaDoc) checkAt(ref string, instance json.RawMessage) []string {
+	rs, ok := d.resolved[ref]
+	if !ok {
+		root := map[string]any{}
+		for k, v := range d.raw {
+			root[k] = v
+		}
+		root["$ref"] = ref
+		b, _ := json.Marshal(root)
+		var s jsonschema.Schema
+		if err := json.Unmarshal(b, &s); err != nil {
+			return []string{"schema: " + err.Error()}
+		}
+		var err error
+		if rs, err = s.Resolve(nil); err != nil {
+			return []string{"resolve " + ref + ": " + err.Error()}
+		}
+		d.resolved[ref] = rs
+	}
+	var v any
+	if err := json.Unmarshal(instance, &v); err != nil {
+		return []string{err.Error()}
+	}
+	if err := rs.Validate(v); err != nil {
+		return []string{ref + ": " + err.Error()}
+	}
+	return nil
+}
+
+// loadSchemas installs the conformance package from the npm registry into
+// a temporary directory and reads the schemas it bundles, or skips the
+// test when npm or node is missing.
+func loadSchemas(t *testing.T) map[string]*schemaDoc {
+	t.Helper()
+	for _, tool := range []string{"npm", "node"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			needsNPM(t, "%s is not installed: the official MCP schemas come from the npm package %s (CI has npm)", tool, conformancePackage)
+		}
+	}
+	dir := t.TempDir()
+	pack := exec.Command("npm", "pack", conformancePackage, "--pack-destination", dir, "--silent", "--no-audit", "--no-fund")
+	pack.Dir = dir
+	outb, err := pack.CombinedOutput()
+	if err != nil {
+		needsNPM(t, "npm pack %s failed, so the official schemas are not at hand: %v\n%s", conformancePackage, err, outb)
+	}
+	tgz := filepath.Join(dir, strings.TrimSpace(lastLine(string(outb))))
+	index := filepath.Join(dir, "index.js")
+	if err := untarFile(tgz, "package/dist/index.js", index); err != nil {
+		t.Fatal(err)
+	}
+	extract, err := filepath.Abs("testdata/schema/extract.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outb, err := exec.Command("node", extract, index, dir).CombinedOutput(); err != nil {
+		t.Fatalf("read the schemas out of %s: %v\n%s", conformancePackage, err, outb)
+	}
+	schemas := map[string]*schemaDoc{}
+	for _, version := range schemaFor {
+		if schemas[version] != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, version+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &schemaDoc{resolved: map[string]*jsonschema.Resolved{}}
+		if err := json.Unmarshal(b, &d.raw); err != nil {
+			t.Fatalf("schema %s: %v", version, err)
+		}
+		d.defsKey = "$defs"
+		if _, ok := d.raw["definitions"]; ok {
+			d.defsKey = "definitions"
+		}
+		schemas[version] = d
+	}
+	return schemas
+}
+
+// needsNPM skips a test whose npm packages cannot be had, except in CI
+// (CI=true), which has npm and the registry: there it fails, so a broken
+// install cannot pass as a skip.
+func needsNPM(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// untarFile copies one file out of a .tgz.
+func untarFile(tgz, name, dst string) error {
+	f, err := os.Open(tgz)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", tgz, err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return fmt.Errorf("find %s in %s: %w", name, tgz, err)
+		}
+		if h.Name != name {
+			continue
+		}
+		out, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, tr); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	}
+}

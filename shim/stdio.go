@@ -1,0 +1,118 @@
+package shim
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ServeStdio runs one turn on the process's own stdin and stdout, set up
+// for what a turn costs: it is the process plumbing Serve leaves to its
+// caller, in one place with the reasons.
+//
+//   - One P, first: the turn is I/O on three descriptors, and one P keeps
+//     every hand-off between its goroutines on one thread instead of
+//     waking another. It is set before anything else runs: shrinking later
+//     flushes the other P's cached spans, which costs page faults for the
+//     runtime's span lists (ADR 0005).
+//   - A parent-death signal (Linux) and SIGPIPE ignored, so a harness that
+//     dies leaves no shim behind and a closed stdout surfaces as EPIPE.
+//   - connect then dials the kernel and says hello (before stdin is read,
+//     as the protocol requires); its error is returned as it is.
+//   - A stdout whose reader has gone ends the turn at once, even when
+//     nothing is being written (answers may wait behind a call).
+//   - stdin is read through the runtime's poller when it is a pipe or a
+//     socket: a blocking read would park a thread and cost a thread
+//     hand-off per request, and a polled one can be given a deadline, so
+//     Serve stops its reader when the turn ends.
+//
+// stdin and stdout are the process's *os.File in production; anything else
+// (a test's buffers) is served as it is, without the watch and the poller.
+//
+// It returns nil when the turn ends cleanly (stdin EOF), is stopped by
+// ctx, or stdout is closed; what was in flight is then cancelled.
+func ServeStdio(ctx context.Context, connect func(context.Context) (Config, error), stdin io.Reader, stdout io.Writer) error {
+	runtime.GOMAXPROCS(1)
+	deathErr := setParentDeathSignal()
+	signal.Ignore(syscall.SIGPIPE)
+
+	cfg, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	if deathErr != nil {
+		cfg.Log.Warn().Err(deathErr).Msg("parent-death signal not set")
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if f, ok := stdout.(*os.File); ok {
+		gone := watchClosed(f)
+		go func() {
+			select {
+			case <-gone:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if f, ok := stdin.(*os.File); ok {
+		stdin = pollable(f)
+	}
+	err = Serve(ctx, cfg, stdin, stdout)
+	if err != nil && ctx.Err() != nil {
+		cfg.Log.Info().Msg("stopped by a signal or a closed stdout; calls in flight were cancelled")
+		return nil
+	}
+	return err
+}
+
+// watchClosed returns a channel closed when nobody can read f any more: f
+// is a pipe or socket whose reading end has gone. Writing would find that
+// out too, but the shim may have nothing to write for a long time, and a
+// harness that closed our stdout wants us gone now. For anything else (a
+// terminal, a file) the channel never closes.
+func watchClosed(f *os.File) <-chan struct{} {
+	gone := make(chan struct{})
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return gone
+	}
+	fd := int(f.Fd())
+	go func() {
+		// With no events asked for, poll wakes only for POLLERR or
+		// POLLHUP: the reader closed its end.
+		fds := []unix.PollFd{{Fd: int32(fd)}}
+		for {
+			n, err := unix.Poll(fds, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n > 0 {
+				close(gone)
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// pollable returns f as a file the Go runtime's poller reads, when f is a
+// pipe or socket. Anything else (a terminal, whose mode the user shares,
+// or a file) is returned as it is: Serve cannot interrupt a Read on it.
+func pollable(f *os.File) *os.File {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return f
+	}
+	fd := int(f.Fd())
+	if unix.SetNonblock(fd, true) != nil {
+		return f
+	}
+	// NewFile sees the non-blocking flag and registers fd with the poller.
+	return os.NewFile(uintptr(fd), f.Name())
+}
