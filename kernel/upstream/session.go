@@ -27,6 +27,11 @@ const protocolVersion = "2025-11-25"
 // maxListPages bounds the tools/list pages read from one upstream.
 const maxListPages = 64
 
+// refreshInterval is the least time between two listings of one
+// upstream's tools: an upstream announcing list changes without end
+// cannot make the kernel list, pin and report without end.
+const refreshInterval = time.Second
+
 // session is one run of an upstream: its process and its MCP connection.
 type session struct {
 	u      *upstream
@@ -187,12 +192,17 @@ func (s *session) listChanged() {
 // session stops.
 func (s *session) refresher() {
 	defer s.wg.Done()
+	last := time.Now() // the listing made at start
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.refresh:
 		}
+		if !sleep(s.ctx, refreshInterval-time.Since(last)) {
+			return
+		}
+		last = time.Now()
 		ctx, cancel := context.WithTimeout(s.ctx, s.u.spec.StartupTimeout)
 		tools, err := s.fetchTools(ctx)
 		cancel()
@@ -254,8 +264,9 @@ func (s *session) stop() {
 // process is an upstream's supervisor process and what the kernel holds
 // of it.
 type process struct {
-	lifeline *os.File // the kernel's end; closing it makes the supervisor end the group
-	stderr   *os.File // the kernel's end of the upstream's stderr
+	supervisor string
+	lifeline   *os.File // the kernel's end; closing it makes the supervisor end the group
+	stderr     *os.File // the kernel's end of the upstream's stderr
 
 	statusDone chan struct{} // closed when the supervisor's status pipe ends, i.e. it exited
 	stderrDone chan struct{}
@@ -297,12 +308,13 @@ func (u *upstream) newProcess() (*process, mcp.Transport, error) {
 	grace := u.m.opts.StopGrace
 	args := append([]string{supervisorArg, grace.String(), "--"}, u.spec.Command...)
 	cmd := exec.Command(u.m.opts.Supervisor, args...)
+	cmd.Args[0] = os.Args[0] // what ps shows: the kernel's name, not /proc/self/exe
 	cmd.Env = environ(&u.spec, os.LookupEnv)
 	cmd.Dir = u.spec.Dir
 	cmd.Stderr = errW
 	cmd.ExtraFiles = []*os.File{lifeR, statW} // fds 3 and 4: lifelineFD, statusFD
 	cmd.SysProcAttr = supervisorAttr()
-	p := &process{lifeline: lifeW, stderr: errR, statusDone: make(chan struct{}), stderrDone: make(chan struct{})}
+	p := &process{supervisor: u.m.opts.Supervisor, lifeline: lifeW, stderr: errR, statusDone: make(chan struct{}), stderrDone: make(chan struct{})}
 	t := &hookedTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: grace}}
 	t.started = func(err error) {
 		// The child has its copies; the kernel keeps only its own ends.
@@ -374,13 +386,15 @@ func (p *process) waitReported(d time.Duration) {
 func (p *process) failure(ctx context.Context, step string, timeout time.Duration, err error) error {
 	p.waitReported(time.Second)
 	p.mu.Lock()
-	startErr, exit := p.startErr, p.exit
+	startErr, exit, pid := p.startErr, p.exit, p.pid
 	p.mu.Unlock()
 	switch {
 	case startErr != "":
 		return fmt.Errorf("start: %s", startErr)
 	case exit != "":
 		return fmt.Errorf("%s: the upstream exited (%s)", step, exit)
+	case pid == 0:
+		return fmt.Errorf("%s: the supervisor (%s) never reported starting the upstream: %w", step, p.supervisor, err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("%s: no answer within the startup timeout of %v", step, timeout)
 	}

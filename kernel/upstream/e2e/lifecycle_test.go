@@ -236,6 +236,20 @@ func TestAnUpstreamThatCannotStartLeavesTheOthersServing(t *testing.T) {
 	}
 }
 
+func TestAProgramThatDoesNotSuperviseIsReported(t *testing.T) {
+	notASupervisor, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1)")
+	}
+	f := newFixture(t, "", []upstream.Spec{spec(t, "test", "")}, func(o *upstream.Options) { o.Supervisor = notASupervisor })
+	e, _ := f.events.waitFrom(t, 0, "a failure", func(e upstream.Event) bool {
+		return e.Kind == upstream.EventState && e.Status.State == upstream.StateFailed
+	})
+	if !strings.Contains(e.Status.Reason, "never reported starting the upstream") || !strings.Contains(e.Status.Reason, notASupervisor) {
+		t.Errorf("reason %q", e.Status.Reason)
+	}
+}
+
 func TestCrashMidCallIsUnavailableThenTheUpstreamIsRestarted(t *testing.T) {
 	f := newFixture(t, "", []upstream.Spec{spec(t, "test", "")}, nil)
 	after := f.readyFrom(0, "test")
