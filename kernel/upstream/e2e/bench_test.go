@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -17,9 +18,13 @@ import (
 // BenchmarkCall compares one tools/call to the Go test upstream made
 // through a Manager with the same call made by a Go SDK client of its
 // own, over the same kind of stdio pipe: the broker's cost per call.
+//
+// direct-timeout is the direct call bounded by a context deadline, as
+// the broker bounds every call by call_timeout: a pending timer changes
+// how the Go scheduler idles, which a bare direct call does not pay.
 func BenchmarkCall(b *testing.B) {
 	args := json.RawMessage(`{"text":"a short line of text, as most tool arguments are"}`)
-	b.Run("direct", func(b *testing.B) {
+	direct := func(b *testing.B, timeout time.Duration) {
 		cmd := exec.Command(exe, testserver.Arg)
 		cmd.Env = []string{"GORACE=" + quickExit}
 		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
@@ -32,11 +37,19 @@ func BenchmarkCall(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for b.Loop() {
-			if _, err := cs.CallTool(context.Background(), params); err != nil {
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+			}
+			_, err := cs.CallTool(ctx, params)
+			cancel()
+			if err != nil {
 				b.Fatal(err)
 			}
 		}
-	})
+	}
+	b.Run("direct", func(b *testing.B) { direct(b, 0) })
+	b.Run("direct-timeout", func(b *testing.B) { direct(b, upstream.DefaultCallTimeout) })
 	b.Run("broker", func(b *testing.B) {
 		specs, err := upstream.Parse([]upstream.Config{{Name: "test", Command: testserver.Command(exe), Env: map[string]string{"GORACE": quickExit}}}, "")
 		if err != nil {
