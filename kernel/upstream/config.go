@@ -79,9 +79,9 @@ func (s *Spec) Tool(name string) (ToolSpec, bool) {
 	return DefaultTool(name)
 }
 
-// ReservedNames are namespaces the kernel's own tools use; an upstream
+// reservedNames are namespaces the kernel's own tools use; an upstream
 // cannot take them.
-var ReservedNames = []string{"files", "sharedos"}
+var reservedNames = []string{"files", "sharedos"}
 
 // ConfigError is a problem with one [[upstream]] table, or with one of its
 // [[upstream.tool]] tables, and the key it is about ("" for the table as a
@@ -139,7 +139,7 @@ func Parse(cfgs []Config, base string) ([]Spec, error) {
 		switch {
 		case !validNamespace(c.Name):
 			return fail("name", fmt.Errorf("%q: %w", c.Name, ErrInvalidName))
-		case slices.Contains(ReservedNames, c.Name):
+		case slices.Contains(reservedNames, c.Name):
 			return fail("name", fmt.Errorf("%q: %w", c.Name, ErrReservedName))
 		case seen[c.Name]:
 			return fail("name", fmt.Errorf("%q: %w", c.Name, ErrDuplicateName))

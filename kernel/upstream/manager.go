@@ -121,8 +121,9 @@ type Manager struct {
 // Start opens the pins in opts.StateDir and starts every upstream of
 // specs in the background; it returns without waiting for any of them
 // (see WaitSettled). An upstream that cannot start is retried and leaves
-// the others serving. Start fails only when the pins cannot be read,
-// specs repeat a name, or no supervisor program can be found.
+// the others serving. Start fails only when there is no state
+// directory or its pins cannot be read, specs repeat a name, or no
+// supervisor program can be found.
 func Start(specs []Spec, opts Options) (*Manager, error) {
 	if opts.StateDir == "" {
 		return nil, errors.New("start upstreams: no state directory")
