@@ -9,19 +9,22 @@ import (
 )
 
 // Actions a grant can carry. Each is granted on its own: write is never
-// implied by read, nor search by list.
+// implied by read, nor search by list, and call (a brokered tool whose
+// effect the kernel cannot classify) implies nothing and is implied by
+// nothing.
 const (
 	ActionRead     = "read"
 	ActionList     = "list"
 	ActionSearch   = "search"
 	ActionWrite    = "write"
 	ActionEscalate = "escalate"
+	ActionCall     = "call"
 )
 
 // KnownAction reports whether a is one of the actions above.
 func KnownAction(a string) bool {
 	switch a {
-	case ActionRead, ActionList, ActionSearch, ActionWrite, ActionEscalate:
+	case ActionRead, ActionList, ActionSearch, ActionWrite, ActionEscalate, ActionCall:
 		return true
 	}
 	return false
@@ -108,7 +111,7 @@ func (g Grant) Validate() error {
 	}
 	for _, a := range g.Actions {
 		if !KnownAction(a) {
-			return fmt.Errorf("action %q: want one of read, list, search, write, escalate", a)
+			return fmt.Errorf("action %q: want one of read, list, search, write, escalate, call", a)
 		}
 	}
 	return nil

@@ -1,0 +1,427 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+)
+
+// protocolVersion is the MCP revision the kernel speaks to upstreams. The
+// SDK would try the 2026-07-28 draft first, whose stateless requests and
+// cached listings differ from what stdio servers speak today; one fixed
+// revision keeps one behaviour to test (docs/adr/0014).
+const protocolVersion = "2025-11-25"
+
+// maxListPages bounds the tools/list pages read from one upstream.
+const maxListPages = 64
+
+// refreshInterval is the least time between two listings of one
+// upstream's tools: an upstream announcing list changes without end
+// cannot make the kernel list, pin and report without end.
+const refreshInterval = time.Second
+
+// session is one run of an upstream: its process and its MCP connection.
+type session struct {
+	u      *upstream
+	cs     *mcp.ClientSession
+	proc   *process
+	server string // name and version the upstream reported
+
+	ctx    context.Context // ends when the session is stopped; calls end with it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the refresher
+
+	refresh chan struct{} // a list change to fetch; holds at most one
+	done    chan struct{} // closed when the connection has ended
+
+	mu       sync.Mutex
+	listing  []listed
+	current  map[string]string       // the upstream's tool name → SHA-256 of its definition now
+	progress map[string]ProgressFunc // by progress token
+	seq      uint64
+	killed   string // why the kernel ended the session, if it did
+}
+
+// start starts the upstream through its supervisor, initializes the MCP
+// session and lists its tools, all within the startup timeout.
+func (u *upstream) start(ctx context.Context) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.spec.StartupTimeout)
+	defer cancel()
+	s := &session{u: u, refresh: make(chan struct{}, 1), done: make(chan struct{}), progress: map[string]ProgressFunc{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	proc, transport, err := u.newProcess()
+	if err != nil {
+		return nil, err
+	}
+	s.proc = proc
+	u.log.Debug().Str("command", commandLine(u.spec.Command)).Str("dir", u.spec.Dir).Msg("starting upstream")
+	client := mcp.NewClient(&mcp.Implementation{Name: "sharedos-mcp", Version: u.m.opts.Version}, &mcp.ClientOptions{
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.listChanged() },
+		ProgressNotificationHandler: s.onProgress,
+		Logger:                      slog.New(slog.NewTextHandler(sdkLog{u.log}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	if err != nil {
+		proc.stop(u.m.opts.StopGrace)
+		return nil, proc.failure(ctx, "initialize", u.spec.StartupTimeout, err)
+	}
+	s.cs = cs
+	if r := cs.InitializeResult(); r != nil && r.ServerInfo != nil {
+		s.server = strings.TrimSpace(r.ServerInfo.Name + " " + r.ServerInfo.Version)
+	}
+	go func() {
+		_ = cs.Wait()
+		close(s.done)
+	}()
+	tools, err := s.fetchTools(ctx)
+	if err != nil {
+		s.stop()
+		return nil, proc.failure(ctx, "list tools", u.spec.StartupTimeout, err)
+	}
+	s.apply(tools)
+	s.wg.Add(1)
+	go s.refresher()
+	return s, nil
+}
+
+// sdkLog puts the SDK's own warnings into the kernel's log.
+type sdkLog struct{ log zerolog.Logger }
+
+func (w sdkLog) Write(p []byte) (int, error) {
+	w.log.Warn().Str("sdk", strings.TrimSpace(string(p))).Msg("upstream client")
+	return len(p), nil
+}
+
+// fetchTools lists the upstream's tools, all pages, up to one more than
+// MaxToolsPerUpstream. An upstream that does not offer tools has none.
+func (s *session) fetchTools(ctx context.Context) ([]*mcp.Tool, error) {
+	if r := s.cs.InitializeResult(); r == nil || r.Capabilities == nil || r.Capabilities.Tools == nil {
+		return nil, nil
+	}
+	var tools []*mcp.Tool
+	params := &mcp.ListToolsParams{}
+	for range maxListPages {
+		res, err := s.cs.ListTools(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, res.Tools...)
+		if res.NextCursor == "" || len(tools) > MaxToolsPerUpstream {
+			break
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+	}
+	return tools, nil
+}
+
+// apply judges a listing, records its definitions in the pins, makes it
+// the session's and reports what the pins say.
+func (s *session) apply(tools []*mcp.Tool) {
+	u := s.u
+	judged := judge(&u.spec, tools)
+	var defs []*definition
+	current := map[string]string{}
+	for _, l := range judged {
+		if l.def != nil {
+			defs = append(defs, l.def)
+			current[l.def.name] = l.def.sha
+		}
+	}
+	changes, err := u.m.pins.observe(u.spec.Name, defs, time.Now())
+	if err != nil {
+		u.log.Error().Err(err).Msg("record upstream pins; new and changed tools stay unpublished")
+	}
+	s.mu.Lock()
+	s.listing, s.current = judged, current
+	s.mu.Unlock()
+	for _, l := range judged {
+		if w := l.withheld; w != nil {
+			u.log.Warn().Str("tool", w.Tool).Str("reason", w.Reason).Str("detail", w.Detail).Msg("upstream tool not published")
+		}
+	}
+	for _, c := range changes {
+		ev := Event{Kind: c.kind, Upstream: u.spec.Name, Tool: c.tool, Hash: c.hash, Previous: c.previous, Changed: c.changed}
+		if c.kind == EventToolQuarantined {
+			u.log.Warn().Str("tool", c.tool).Strs("changed", c.changed).Str("pinned", c.previous).Str("offered", c.hash).Msg("upstream tool quarantined: its definition differs from its pin")
+		} else {
+			u.log.Info().Str("tool", c.tool).Str("sha256", c.hash).Msg("upstream tool pinned")
+		}
+		u.m.emit(ev)
+	}
+}
+
+func (s *session) judged() []listed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listing
+}
+
+func (s *session) toolCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.current)
+}
+
+func (s *session) currentHash(tool string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current[tool]
+}
+
+// listChanged is the SDK's notification handler: it must not block.
+func (s *session) listChanged() {
+	select {
+	case s.refresh <- struct{}{}:
+	default: // a refresh is already due; it will see this change too
+	}
+}
+
+// refresher lists the tools again after each list change, until the
+// session stops.
+func (s *session) refresher() {
+	defer s.wg.Done()
+	last := time.Now() // the listing made at start
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.refresh:
+		}
+		if !sleep(s.ctx, refreshInterval-time.Since(last)) {
+			return
+		}
+		last = time.Now()
+		ctx, cancel := context.WithTimeout(s.ctx, s.u.spec.StartupTimeout)
+		tools, err := s.fetchTools(ctx)
+		cancel()
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.u.log.Warn().Err(err).Msg("list upstream tools after a change; keeping the previous list")
+			}
+			continue
+		}
+		s.apply(tools)
+		s.u.m.emit(Event{Kind: EventToolsChanged, Upstream: s.u.spec.Name})
+	}
+}
+
+// kill ends the session because the kernel can no longer use it.
+func (s *session) kill(reason string) {
+	s.mu.Lock()
+	first := s.killed == ""
+	if first {
+		s.killed = reason
+	}
+	s.mu.Unlock()
+	if first {
+		s.u.log.Warn().Str("reason", reason).Msg("ending the upstream's session")
+		go s.cs.Close()
+	}
+}
+
+// wait returns why the session ended, once it has, or "" when ctx ended
+// first.
+func (s *session) wait(ctx context.Context) string {
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return ""
+	}
+	s.mu.Lock()
+	reason := s.killed
+	s.mu.Unlock()
+	if reason != "" {
+		return reason
+	}
+	s.proc.waitReported(s.u.m.opts.StopGrace)
+	if how := s.proc.exitReport(); how != "" {
+		return "the upstream exited (" + how + ")"
+	}
+	return "the connection to the upstream closed"
+}
+
+// stop ends the session: calls in flight are cancelled, stdin is closed,
+// and the process group ended.
+func (s *session) stop() {
+	s.cancel()
+	s.wg.Wait()
+	_ = s.cs.Close()
+	s.proc.stop(s.u.m.opts.StopGrace)
+}
+
+// process is an upstream's supervisor process and what the kernel holds
+// of it.
+type process struct {
+	supervisor string
+	lifeline   *os.File // the kernel's end; closing it makes the supervisor end the group
+	stderr     *os.File // the kernel's end of the upstream's stderr
+
+	statusDone chan struct{} // closed when the supervisor's status pipe ends, i.e. it exited
+	stderrDone chan struct{}
+
+	mu       sync.Mutex
+	pid      int    // the upstream's pid and process group, once reported
+	startErr string // the supervisor could not start the upstream
+	exit     string // how the upstream exited, as the supervisor saw it
+}
+
+// hookedTransport is the SDK's CommandTransport, with the kernel's
+// bookkeeping once the command has been started.
+type hookedTransport struct {
+	mcp.CommandTransport
+	started func(error)
+}
+
+func (t *hookedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.CommandTransport.Connect(ctx)
+	t.started(err)
+	return conn, err
+}
+
+// newProcess prepares the supervisor's command and the transport that
+// starts it.
+func (u *upstream) newProcess() (*process, mcp.Transport, error) {
+	var pipes [6]*os.File // lifeline r, w; status r, w; stderr r, w
+	for i := 0; i < len(pipes); i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, f := range pipes[:i] {
+				f.Close()
+			}
+			return nil, nil, fmt.Errorf("start: %w", err)
+		}
+		pipes[i], pipes[i+1] = r, w
+	}
+	lifeR, lifeW, statR, statW, errR, errW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
+	grace := u.m.opts.StopGrace
+	args := append([]string{supervisorArg, grace.String(), "--"}, u.spec.Command...)
+	cmd := exec.Command(u.m.opts.Supervisor, args...)
+	cmd.Args[0] = os.Args[0] // what ps shows: the kernel's name, not /proc/self/exe
+	cmd.Env = environ(&u.spec, os.LookupEnv)
+	cmd.Dir = u.spec.Dir
+	cmd.Stderr = errW
+	cmd.ExtraFiles = []*os.File{lifeR, statW} // fds 3 and 4: lifelineFD, statusFD
+	cmd.SysProcAttr = supervisorAttr()
+	p := &process{supervisor: u.m.opts.Supervisor, lifeline: lifeW, stderr: errR, statusDone: make(chan struct{}), stderrDone: make(chan struct{})}
+	t := &hookedTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: grace}}
+	t.started = func(err error) {
+		// The child has its copies; the kernel keeps only its own ends.
+		lifeR.Close()
+		statW.Close()
+		errW.Close()
+		if err != nil {
+			lifeW.Close()
+			statR.Close()
+			errR.Close()
+			close(p.statusDone)
+			close(p.stderrDone)
+			return
+		}
+		go p.readStatus(statR)
+		go func() {
+			defer close(p.stderrDone)
+			defer errR.Close()
+			u.stderr.copy(errR)
+		}()
+	}
+	return p, t, nil
+}
+
+func (p *process) readStatus(r *os.File) {
+	defer close(p.statusDone)
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		word, rest, _ := strings.Cut(sc.Text(), " ")
+		p.mu.Lock()
+		switch word {
+		case "started":
+			p.pid, _ = strconv.Atoi(rest)
+		case "error":
+			p.startErr = rest
+		case "exited":
+			p.exit = rest
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *process) upstreamPID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+func (p *process) exitReport() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit
+}
+
+// waitReported waits, at most d, for the supervisor to have said all it
+// will say.
+func (p *process) waitReported(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.statusDone:
+	case <-t.C:
+	}
+}
+
+// failure explains why a start failed: what the supervisor reported, else
+// the timeout, else the error.
+func (p *process) failure(ctx context.Context, step string, timeout time.Duration, err error) error {
+	p.waitReported(time.Second)
+	p.mu.Lock()
+	startErr, exit, pid := p.startErr, p.exit, p.pid
+	p.mu.Unlock()
+	switch {
+	case startErr != "":
+		return fmt.Errorf("start: %s", startErr)
+	case exit != "":
+		return fmt.Errorf("%s: the upstream exited (%s)", step, exit)
+	case pid == 0:
+		return fmt.Errorf("%s: the supervisor (%s) never reported starting the upstream: %w", step, p.supervisor, err)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%s: no answer within the startup timeout of %v", step, timeout)
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}
+
+// stop makes sure nothing of the process is left: the supervisor told to
+// end the group (if it still runs), the group killed if the supervisor
+// did not report having done it, the stderr reader finished.
+func (p *process) stop(grace time.Duration) {
+	p.lifeline.Close()
+	p.waitReported(2 * grace)
+	p.mu.Lock()
+	pid, exit := p.pid, p.exit
+	p.mu.Unlock()
+	if exit == "" {
+		// The supervisor died without ending the group (it was killed):
+		// end whatever is left of it.
+		killGroup(pid, syscall.SIGKILL)
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.stderrDone:
+	case <-t.C:
+		// Something that left the group still holds stderr; stop reading.
+		p.stderr.Close()
+		<-p.stderrDone
+	}
+}

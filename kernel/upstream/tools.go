@@ -1,0 +1,346 @@
+package upstream
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos-mcp/hashing"
+	"github.com/sharedos/sharedos-mcp/policy"
+)
+
+// SourcePrefix begins the source of every brokered tool's definition:
+// "upstream:<name>". The kernel sets it, not the upstream, so no upstream
+// can pass its tools off as the kernel's own.
+const SourcePrefix = "upstream:"
+
+// MaxToolsPerUpstream is the most tools one upstream may offer; more are
+// left out, and reported.
+const MaxToolsPerUpstream = hashing.MaxTools
+
+// Tool is a brokered tool as a snapshot publishes it: the upstream's
+// definition under the published name, and how calls to it are
+// authorized.
+type Tool struct {
+	Name         string // published: "<upstream>.<upstream's tool name>"
+	Upstream     string
+	UpstreamTool string // the name the upstream knows it by
+	Description  string
+	InputSchema  json.RawMessage // a JSON object
+	OutputSchema json.RawMessage // nil when the upstream states none
+	// Annotations are the upstream's behavioural hints, nil when it states
+	// none. They are published and trusted for nothing.
+	Annotations *hashing.Annotations
+	Action      string          // the grant action a call needs
+	Resource    policy.Template // the resource a call acts on, in the upstream's namespace
+	Hash        string          // SHA-256 of the definition, as pinned
+}
+
+// ReadWrite is the definition's readWrite: "read" for the actions that
+// only observe (read, list, search), "write" for write and call. It is
+// derived from the configured action, never from the upstream's hints.
+func (t *Tool) ReadWrite() string {
+	switch t.Action {
+	case policy.ActionRead, policy.ActionList, policy.ActionSearch:
+		return "read"
+	}
+	return "write"
+}
+
+// Definition is the kernel-side definition to put in a turn's catalogue.
+func (t *Tool) Definition() hashing.Definition {
+	return hashing.Definition{
+		Name: t.Name, Description: t.Description, Namespace: t.Upstream, Source: SourcePrefix + t.Upstream,
+		ReadWrite: t.ReadWrite(), InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations,
+	}
+}
+
+// ErrInvalidArguments is what Target and Call fail with when the
+// arguments cannot be forwarded: not a JSON object, or an argument that
+// cannot name its resource segment (wrapping a *policy.ArgumentError).
+var ErrInvalidArguments = errors.New("invalid arguments")
+
+// Target returns the resource a call with these arguments acts on, the
+// one the kernel must authorize. Call forwards the arguments only in the
+// form that names this same resource (see policy.ArgumentSegment).
+func (t *Tool) Target(arguments json.RawMessage) (policy.Resource, error) {
+	p, _, err := t.resolve(arguments)
+	if err != nil {
+		return policy.Resource{}, err
+	}
+	return policy.Resource{Namespace: t.Upstream, Path: p}, nil
+}
+
+// resolve returns the resource path and the arguments to forward: as
+// given when the resource has no placeholders, else re-encoded from what
+// the kernel read, so that the upstream cannot read another value out of
+// them (a duplicate key, an invalid escape) than the one authorized.
+func (t *Tool) resolve(arguments json.RawMessage) (string, json.RawMessage, error) {
+	arguments = bytes.TrimSpace(arguments)
+	if len(arguments) == 0 || string(arguments) == "null" {
+		arguments = json.RawMessage("{}")
+	}
+	if arguments[0] != '{' {
+		return "", nil, fmt.Errorf("%w: arguments must be a JSON object", ErrInvalidArguments)
+	}
+	names := t.Resource.Arguments()
+	if len(names) == 0 {
+		if !json.Valid(arguments) {
+			return "", nil, fmt.Errorf("%w: arguments are not valid JSON", ErrInvalidArguments)
+		}
+		return t.Resource.String(), arguments, nil
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(arguments, &args); err != nil {
+		return "", nil, fmt.Errorf("%w: arguments must be a JSON object", ErrInvalidArguments)
+	}
+	p, err := t.Resource.Fill(args)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	for _, n := range names {
+		seg, _ := policy.ArgumentSegment(args[n]) // Fill has accepted it
+		if bytes.TrimSpace(args[n])[0] == '"' {
+			args[n], _ = json.Marshal(seg)
+		} else {
+			args[n] = json.RawMessage(seg)
+		}
+	}
+	out, err := json.Marshal(args)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	return p, out, nil
+}
+
+// Why a tool is not published.
+const (
+	// ReasonInvalidName: "<upstream>.<tool>" is not 1-128 of [A-Za-z0-9_.-].
+	// The name is never rewritten: a rewritten name could collide.
+	ReasonInvalidName = "invalid_name"
+	// ReasonNotOffered: a [[upstream.tool]] names a tool the upstream does
+	// not offer.
+	ReasonNotOffered = "not_offered"
+	// ReasonBadPlaceholder: the resource names an argument the input
+	// schema does not declare as a string or an integer.
+	ReasonBadPlaceholder = "bad_placeholder"
+	// ReasonBadResource: the tool's name cannot be its default resource's
+	// one segment ("." or ".."); configure a resource for it.
+	ReasonBadResource = "bad_resource"
+	// ReasonInvalidDefinition: the definition cannot be published (an
+	// empty or overlong description, a schema that is not an object, …).
+	ReasonInvalidDefinition = "invalid_definition"
+	// ReasonQuarantined: the definition differs from its pin; Changed says
+	// in which fields. An approval pins the new one.
+	ReasonQuarantined = "quarantined"
+	// ReasonNotPinned: the definition could not be pinned (the pins file
+	// could not be written); the kernel log says why.
+	ReasonNotPinned = "not_pinned"
+	// ReasonTooMany: the upstream offers more than MaxToolsPerUpstream
+	// tools; the rest are left out.
+	ReasonTooMany = "too_many_tools"
+)
+
+// Withheld is a tool an upstream offers, or the config names, that a
+// snapshot does not publish, and why.
+type Withheld struct {
+	Upstream string
+	Tool     string // the upstream's name for it
+	Name     string // the name it would be published under
+	Reason   string // one of the Reason constants
+	Detail   string // for people: what is wrong and what to do
+	Changed  []string
+	Hash     string // SHA-256 of the definition offered now, when there is one
+	Pinned   string // SHA-256 of the pinned one, for ReasonQuarantined
+}
+
+// definitionFields are the fields of an upstream's tool definition that
+// are pinned, in the order a change is reported.
+var definitionFields = []string{"name", "description", "inputSchema", "outputSchema", "annotations"}
+
+// definition is an upstream's tool definition as pinned.
+type definition struct {
+	name      string
+	canonical []byte // canonical JSON (docs/catalog-hash.md) of definitionFields
+	sha       string
+}
+
+func newDefinition(t *mcp.Tool) (*definition, error) {
+	obj := map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
+	if t.OutputSchema != nil {
+		obj["outputSchema"] = t.OutputSchema
+	}
+	if a := t.Annotations; a != nil {
+		obj["annotations"] = annotationsObject(a)
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode definition: %w", err)
+	}
+	canon, err := hashing.CanonicalJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("canonical definition: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return &definition{name: t.Name, canonical: canon, sha: hex.EncodeToString(sum[:])}, nil
+}
+
+// annotationsObject is the annotations as the client read them, written
+// out here rather than by the SDK's encoder, so that a pin does not
+// change when the SDK changes how it encodes them. (The client reads
+// readOnlyHint and idempotentHint as booleans: absent and false are one.)
+func annotationsObject(a *mcp.ToolAnnotations) map[string]any {
+	obj := map[string]any{"readOnlyHint": a.ReadOnlyHint, "idempotentHint": a.IdempotentHint}
+	if a.DestructiveHint != nil {
+		obj["destructiveHint"] = *a.DestructiveHint
+	}
+	if a.OpenWorldHint != nil {
+		obj["openWorldHint"] = *a.OpenWorldHint
+	}
+	if a.Title != "" {
+		obj["title"] = a.Title
+	}
+	return obj
+}
+
+// listed is one tool of an upstream's listing, judged on everything but
+// its pin, which can change without the listing changing.
+type listed struct {
+	def      *definition // nil when the definition could not be read
+	tool     *Tool       // the candidate for publishing; nil when withheld
+	withheld *Withheld
+}
+
+// judge turns an upstream's listing into candidates and withheld tools.
+// Every configured tool the listing lacks is withheld as not offered.
+func judge(spec *Spec, tools []*mcp.Tool) []listed {
+	out := make([]listed, 0, len(tools))
+	offered := map[string]int{}
+	for _, mt := range tools {
+		offered[mt.Name]++
+	}
+	for i, mt := range tools {
+		name := spec.Name + "." + mt.Name
+		switch {
+		case i >= MaxToolsPerUpstream:
+			out = append(out, listed{withheld: &Withheld{Upstream: spec.Name, Tool: mt.Name, Name: name, Reason: ReasonTooMany,
+				Detail: fmt.Sprintf("the upstream offers %d tools or more; only the first %d are considered", len(tools), MaxToolsPerUpstream)}})
+		case offered[mt.Name] > 1:
+			// Which of the two a call would reach is the upstream's secret.
+			out = append(out, listed{withheld: &Withheld{Upstream: spec.Name, Tool: mt.Name, Name: name, Reason: ReasonInvalidDefinition,
+				Detail: fmt.Sprintf("the upstream lists %d tools named %q", offered[mt.Name], mt.Name)}})
+		default:
+			out = append(out, judgeOne(spec, mt, name))
+		}
+	}
+	for _, n := range sortedKeys(spec.Tools) {
+		if offered[n] == 0 {
+			out = append(out, listed{withheld: &Withheld{Upstream: spec.Name, Tool: n, Name: spec.Name + "." + n, Reason: ReasonNotOffered,
+				Detail: fmt.Sprintf("a [[upstream.tool]] names %q, which the upstream does not offer", n)}})
+		}
+	}
+	return out
+}
+
+func judgeOne(spec *Spec, mt *mcp.Tool, name string) listed {
+	l := listed{withheld: &Withheld{Upstream: spec.Name, Tool: mt.Name, Name: name}}
+	withhold := func(reason, format string, args ...any) listed {
+		l.withheld.Reason, l.withheld.Detail = reason, fmt.Sprintf(format, args...)
+		return l
+	}
+	def, err := newDefinition(mt)
+	if err != nil {
+		return withhold(ReasonInvalidDefinition, "%v", err)
+	}
+	l.def, l.withheld.Hash = def, def.sha
+	if !hashing.ValidToolName(name) {
+		return withhold(ReasonInvalidName, "%s is not 1-128 of [A-Za-z0-9_.-]; it is left out, not renamed", strconv.Quote(shorten(name, 160)))
+	}
+	ts, ok := spec.Tool(mt.Name)
+	if !ok {
+		return withhold(ReasonBadResource, "the name %q cannot be a resource segment; configure a resource for it", mt.Name)
+	}
+	in, err := json.Marshal(mt.InputSchema)
+	if err != nil {
+		return withhold(ReasonInvalidDefinition, "inputSchema: %v", err)
+	}
+	if msg := checkPlaceholders(ts.Resource, in); msg != "" {
+		return withhold(ReasonBadPlaceholder, "resource %s: %s", ts.Resource, msg)
+	}
+	t := &Tool{
+		Name: name, Upstream: spec.Name, UpstreamTool: mt.Name, Description: mt.Description, InputSchema: in,
+		Action: ts.Action, Resource: ts.Resource, Hash: def.sha,
+	}
+	if mt.OutputSchema != nil {
+		if t.OutputSchema, err = json.Marshal(mt.OutputSchema); err != nil {
+			return withhold(ReasonInvalidDefinition, "outputSchema: %v", err)
+		}
+	}
+	if a := mt.Annotations; a != nil {
+		ro, idem := a.ReadOnlyHint, a.IdempotentHint
+		t.Annotations = &hashing.Annotations{ReadOnly: &ro, Idempotent: &idem}
+		if a.DestructiveHint != nil {
+			d := *a.DestructiveHint
+			t.Annotations.Destructive = &d
+		}
+	}
+	if _, err := hashing.Project([]hashing.Definition{t.Definition()}); err != nil {
+		return withhold(ReasonInvalidDefinition, "%v", err)
+	}
+	return listed{def: def, tool: t}
+}
+
+// checkPlaceholders says what is wrong with a template's placeholders for
+// a tool whose input schema is schema: each must be a property declared
+// with type "string" or "integer". "" when nothing is.
+func checkPlaceholders(r policy.Template, schema json.RawMessage) string {
+	names := r.Arguments()
+	if len(names) == 0 {
+		return ""
+	}
+	var s struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return "the input schema is not an object with properties"
+	}
+	for _, n := range names {
+		p, ok := s.Properties[n]
+		if !ok {
+			return fmt.Sprintf("placeholder {%s} names no argument of the tool's input schema", n)
+		}
+		if typ, _ := p.Type.(string); !slices.Contains([]string{"string", "integer"}, typ) {
+			return fmt.Sprintf("placeholder {%s}: the argument's type is %v, want \"string\" or \"integer\"", n, describeType(p.Type))
+		}
+	}
+	return ""
+}
+
+func describeType(t any) string {
+	if t == nil {
+		return "not stated"
+	}
+	b, _ := json.Marshal(t)
+	return string(b)
+}
+
+// shorten cuts s to at most n bytes, at a UTF-8 boundary, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && i < len(s) && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i] + "…"
+}

@@ -1,0 +1,172 @@
+package upstream
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// upstream is one configured upstream and its life: started, ready,
+// stopped, started again.
+type upstream struct {
+	m      *Manager
+	spec   Spec
+	log    zerolog.Logger
+	stderr *stderrLog // across restarts, so the last lines survive a crash
+
+	settled    chan struct{} // closed once it has been ready or failed once
+	settleOnce sync.Once
+
+	mu     sync.Mutex
+	status Status
+	sess   *session // while ready
+}
+
+func newUpstream(m *Manager, spec Spec) *upstream {
+	log := m.opts.Log.With().Str("upstream", spec.Name).Logger()
+	return &upstream{
+		m: m, spec: spec, log: log, stderr: newStderrLog(log, time.Now),
+		settled: make(chan struct{}),
+		status:  Status{Name: spec.Name, State: StateStarting, Since: time.Now()},
+	}
+}
+
+// current returns the status and, while ready, the session.
+func (u *upstream) current() (Status, *session) {
+	u.mu.Lock()
+	st, s := u.status, u.sess
+	u.mu.Unlock()
+	st.Stderr = u.stderr.lastLines()
+	if s != nil {
+		st.Tools = s.toolCount()
+	}
+	return st, s
+}
+
+// run starts the upstream and starts it again whenever it stops, until
+// ctx ends.
+func (u *upstream) run(ctx context.Context) {
+	defer u.settle()
+	b := u.m.opts.Backoff
+	delay := b.Initial
+	for attempt := 0; ; attempt++ {
+		u.set(func(st *Status) {
+			st.State, st.Reason, st.Retry, st.PID, st.Server = StateStarting, "", time.Time{}, 0, ""
+			if attempt > 0 {
+				st.Restarts++
+			}
+		})
+		s, err := u.start(ctx)
+		if err != nil {
+			u.settle()
+			if ctx.Err() != nil {
+				u.set(func(st *Status) { st.State, st.Reason = StateStopped, "" })
+				return
+			}
+			u.set(func(st *Status) { st.State, st.Reason, st.Retry = StateFailed, err.Error(), time.Now().Add(delay) })
+			if !sleep(ctx, delay) {
+				u.set(func(st *Status) { st.State, st.Reason, st.Retry = StateStopped, "", time.Time{} })
+				return
+			}
+			delay = min(2*delay, b.Max)
+			continue
+		}
+		readyAt := time.Now()
+		u.mu.Lock()
+		u.sess = s
+		u.mu.Unlock()
+		u.set(func(st *Status) { st.State, st.PID, st.Server = StateReady, s.proc.upstreamPID(), s.server })
+		u.settle()
+		reason := s.wait(ctx)
+		u.mu.Lock()
+		u.sess = nil
+		u.mu.Unlock()
+		s.stop()
+		if ctx.Err() != nil {
+			u.set(func(st *Status) { st.State, st.Reason, st.PID, st.Server = StateStopped, "", 0, "" })
+			return
+		}
+		if time.Since(readyAt) >= b.Reset {
+			delay = b.Initial
+		}
+		u.set(func(st *Status) {
+			st.State, st.Reason, st.Retry, st.PID, st.Server = StateRestarting, reason, time.Now().Add(delay), 0, ""
+		})
+		if !sleep(ctx, delay) {
+			u.set(func(st *Status) { st.State, st.Reason, st.Retry = StateStopped, "", time.Time{} })
+			return
+		}
+		delay = min(2*delay, b.Max)
+	}
+}
+
+func (u *upstream) settle() { u.settleOnce.Do(func() { close(u.settled) }) }
+
+// set changes the status, logs the change and reports it.
+func (u *upstream) set(change func(*Status)) {
+	u.mu.Lock()
+	before := u.status.State
+	change(&u.status)
+	if u.status.State != before {
+		u.status.Since = time.Now()
+	}
+	st := u.status
+	u.mu.Unlock()
+	if st.State == before {
+		return
+	}
+	st.Stderr = u.stderr.lastLines()
+	ev := u.log.Info()
+	switch st.State {
+	case StateFailed, StateRestarting:
+		ev = u.log.Warn().Str("reason", st.Reason).Time("retry", st.Retry)
+		if len(st.Stderr) > 0 {
+			ev = ev.Str("lastStderr", st.Stderr[len(st.Stderr)-1])
+		}
+	case StateReady:
+		ev = ev.Int("pid", st.PID).Str("server", st.Server)
+	}
+	ev.Str("state", string(st.State)).Msg("upstream " + string(st.State))
+	u.m.emit(Event{Kind: EventState, Upstream: u.spec.Name, Status: &st})
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// environ is the upstream's whole environment: PATH and HOME as the
+// kernel has them, then the configured variables (which may override
+// them), and nothing else: the kernel's own environment may hold
+// credentials meant for other programs.
+func environ(spec *Spec, lookup func(string) (string, bool)) []string {
+	vars := map[string]string{}
+	for _, k := range []string{"PATH", "HOME"} {
+		if v, ok := lookup(k); ok {
+			vars[k] = v
+		}
+	}
+	for k, v := range spec.Env {
+		vars[k] = v
+	}
+	env := make([]string, 0, len(vars))
+	for _, k := range sortedKeys(vars) {
+		env = append(env, k+"="+vars[k])
+	}
+	return env
+}
+
+// commandLine shows a command for the log, shortened.
+func commandLine(argv []string) string {
+	return shorten(strings.Join(argv, " "), 200)
+}

@@ -1,0 +1,244 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// A Template is a resource path whose segments are literals or
+// placeholders, such as "/repos/{owner}/{repo}". A placeholder is a whole
+// segment and is filled from the call argument of that name, one argument
+// value to one segment, so a call can only ever name a resource with as
+// many segments as the template has, under the template's fixed prefix.
+type Template struct {
+	text string
+	segs []templateSegment
+}
+
+type templateSegment struct {
+	literal string
+	arg     string // the placeholder's argument name; "" for a literal
+}
+
+// MaxArgumentName is the longest placeholder name, in bytes.
+const MaxArgumentName = 64
+
+// MaxSegment is the longest value an argument may put into one segment,
+// in bytes. A resource is an identity that every decision records; a
+// value longer than this is not a name but data.
+const MaxSegment = 1024
+
+// maxSafeInteger is the largest integer an IEEE-754 double holds exactly
+// (2^53-1): an upstream written in JavaScript reads a larger one as a
+// different number than the kernel authorized.
+const maxSafeInteger = 1<<53 - 1
+
+// ParseTemplate parses a resource template: an absolute path ("/" alone
+// is the namespace root) of non-empty segments, each either a literal or
+// a placeholder "{name}", where name is 1–64 of ASCII letters, digits,
+// '_', '-', '.'. Literals may not be "." or "..", nor contain NUL, '{' or
+// '}'; no placeholder may appear twice.
+func ParseTemplate(s string) (Template, error) {
+	if !strings.HasPrefix(s, "/") {
+		return Template{}, fmt.Errorf("resource template %q: must be an absolute path", s)
+	}
+	t := Template{text: s}
+	if s == "/" {
+		return t, nil
+	}
+	seen := map[string]bool{}
+	for _, seg := range strings.Split(s[1:], "/") {
+		switch {
+		case seg == "":
+			return Template{}, fmt.Errorf("resource template %q: empty segment (a doubled or trailing '/')", s)
+		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") && len(seg) >= 2:
+			name := seg[1 : len(seg)-1]
+			if !validArgumentName(name) {
+				return Template{}, fmt.Errorf("resource template %q: placeholder %q: want {name} with a name of 1-%d ASCII letters, digits, '_', '-', '.'", s, seg, MaxArgumentName)
+			}
+			if seen[name] {
+				return Template{}, fmt.Errorf("resource template %q: placeholder {%s} appears twice", s, name)
+			}
+			seen[name] = true
+			t.segs = append(t.segs, templateSegment{arg: name})
+		case seg == "." || seg == "..":
+			return Template{}, fmt.Errorf("resource template %q: segment %q is not allowed", s, seg)
+		case strings.ContainsAny(seg, "{}\x00"):
+			return Template{}, fmt.Errorf("resource template %q: segment %q: a placeholder must be a whole segment, and NUL is not allowed", s, seg)
+		default:
+			t.segs = append(t.segs, templateSegment{literal: seg})
+		}
+	}
+	return t, nil
+}
+
+// LiteralTemplate returns the template of exactly one literal segment,
+// "/" + seg: a tool's default resource, named after the tool. Unlike
+// ParseTemplate, braces in seg are literal text, never a placeholder.
+func LiteralTemplate(seg string) (Template, error) {
+	if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, "/\x00") {
+		return Template{}, fmt.Errorf("resource segment %q: must be non-empty, not \".\" or \"..\", without '/' or NUL", seg)
+	}
+	return Template{text: "/" + seg, segs: []templateSegment{{literal: seg}}}, nil
+}
+
+func validArgumentName(s string) bool {
+	if len(s) == 0 || len(s) > MaxArgumentName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// String returns the template as it was written.
+func (t Template) String() string { return t.text }
+
+// Arguments returns the placeholder names, in the order they appear.
+func (t Template) Arguments() []string {
+	var names []string
+	for _, s := range t.segs {
+		if s.arg != "" {
+			names = append(names, s.arg)
+		}
+	}
+	return names
+}
+
+// Prefix returns the path made of the literal segments before the first
+// placeholder ("/" when the template starts with one), which every filled
+// path lies under; for a template without placeholders, the path itself.
+// A tool is discoverable when some grant allows its action on or under
+// the prefix (see Discoverable).
+func (t Template) Prefix() string {
+	var b strings.Builder
+	for _, s := range t.segs {
+		if s.arg != "" {
+			break
+		}
+		b.WriteByte('/')
+		b.WriteString(s.literal)
+	}
+	if b.Len() == 0 {
+		return "/"
+	}
+	return b.String()
+}
+
+// Segments returns how many segments every filled path has.
+func (t Template) Segments() int { return len(t.segs) }
+
+// ArgumentError is an argument that cannot name a resource segment: the
+// call is invalid and must not reach the tool.
+type ArgumentError struct {
+	Argument string
+	Problem  string
+}
+
+func (e *ArgumentError) Error() string {
+	return fmt.Sprintf("argument %q %s", e.Argument, e.Problem)
+}
+
+// Fill returns the path the template names for a call's arguments (the
+// members of its arguments object). Each placeholder takes its argument's
+// value, which must be a string or an integer (see ArgumentSegment); an
+// error is an *ArgumentError. The result is always a clean absolute path
+// with Segments() segments, under Prefix().
+func (t Template) Fill(args map[string]json.RawMessage) (string, error) {
+	if len(t.segs) == 0 {
+		return "/", nil
+	}
+	var b strings.Builder
+	b.Grow(len(t.text))
+	for _, s := range t.segs {
+		b.WriteByte('/')
+		if s.arg == "" {
+			b.WriteString(s.literal)
+			continue
+		}
+		raw, ok := args[s.arg]
+		if !ok {
+			return "", &ArgumentError{Argument: s.arg, Problem: "is required: it names the resource"}
+		}
+		seg, err := ArgumentSegment(raw)
+		if err != nil {
+			var ae *ArgumentError
+			if errors.As(err, &ae) {
+				ae.Argument = s.arg
+			}
+			return "", err
+		}
+		b.WriteString(seg)
+	}
+	return b.String(), nil
+}
+
+// ArgumentSegment returns the path segment a JSON argument value names:
+// a string as it decodes, or an integer in plain decimal (an integral
+// number such as 3.0 names "3"). A string that is empty, "." or "..",
+// contains '/' or NUL, or is longer than MaxSegment bytes is refused, and
+// so is an integer beyond ±(2^53-1) or any other kind of value. The
+// error is an *ArgumentError whose Argument is empty.
+//
+// A string that is not valid UTF-8 (or a lone surrogate escape) decodes
+// with U+FFFD in its place: whoever forwards the call must forward the
+// decoded value (re-encoded), not the original text, so that the tool
+// sees the resource that was authorized.
+func ArgumentSegment(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", &ArgumentError{Problem: "is empty"}
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", &ArgumentError{Problem: "is not a valid JSON string"}
+		}
+		switch {
+		case s == "":
+			return "", &ArgumentError{Problem: "must not be empty: it names a resource"}
+		case s == "." || s == "..":
+			return "", &ArgumentError{Problem: fmt.Sprintf("must not be %q: it names a resource", s)}
+		case strings.Contains(s, "/"):
+			return "", &ArgumentError{Problem: "must not contain '/': it names one resource segment"}
+		case strings.ContainsRune(s, 0):
+			return "", &ArgumentError{Problem: "must not contain NUL"}
+		case len(s) > MaxSegment:
+			return "", &ArgumentError{Problem: fmt.Sprintf("is %d bytes long; a resource segment is at most %d", len(s), MaxSegment)}
+		}
+		return s, nil
+	case c == '-' || '0' <= c && c <= '9':
+		n, ok := integerValue(string(raw))
+		if !ok {
+			return "", &ArgumentError{Problem: fmt.Sprintf("must be an integer between %d and %d", -maxSafeInteger, maxSafeInteger)}
+		}
+		return strconv.FormatInt(n, 10), nil
+	}
+	return "", &ArgumentError{Problem: "must be a string or an integer: it names a resource"}
+}
+
+// integerValue reads a JSON number that is an integer within the safe
+// range.
+func integerValue(s string) (int64, bool) {
+	if !json.Valid([]byte(s)) {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, n >= -maxSafeInteger && n <= maxSafeInteger
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > maxSafeInteger {
+		return 0, false
+	}
+	return int64(f), true
+}
