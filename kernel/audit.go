@@ -39,6 +39,7 @@ type Event struct {
 	CallID      string `json:"callId,omitempty"`
 	Tool        string `json:"tool,omitempty"`
 	Resource    string `json:"resource,omitempty"`
+	Requested   string `json:"requested,omitempty"` // the resource as the call named it, when a link led elsewhere
 	Action      string `json:"action,omitempty"`
 	Status      string `json:"status,omitempty"`
 	Code        string `json:"code,omitempty"`
