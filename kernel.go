@@ -94,7 +94,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	serveErr := srv.Serve(ctx, ln)
 	if err := errors.Join(serveErr, audit.Close()); err != nil {
-		return cli.Hintf(err, "check the audit log's disk; the kernel stops rather than serve unrecorded")
+		return cli.Hintf(err, "check the audit log's disk; the kernel refused calls while it could not record them")
 	}
 	return nil
 }
