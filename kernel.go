@@ -85,12 +85,13 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 
 	bi, _ := debug.ReadBuildInfo()
 	srv := &kernel.Server{
-		Root:      rootDir,
-		Grants:    cfg.Grants,
-		AllowUIDs: cfg.AllowUIDs,
-		Audit:     audit,
-		Log:       log,
-		Version:   resolveStamp(stamp{version, commit, date}, bi).version,
+		Root:           rootDir,
+		Grants:         cfg.Grants,
+		AllowUIDs:      cfg.AllowUIDs,
+		AllowHardLinks: cfg.AllowHardLinks,
+		Audit:          audit,
+		Log:            log,
+		Version:        resolveStamp(stamp{version, commit, date}, bi).version,
 	}
 	serveErr := srv.Serve(ctx, ln)
 	if err := errors.Join(serveErr, audit.Close()); err != nil {

@@ -22,6 +22,9 @@ type Config struct {
 	AllowUIDs []uint32       // nil means the kernel's own uid
 	Root      string         // the files root, absolute
 	Grants    []policy.Grant // deny by default: only these allow anything
+	// AllowHardLinks serves regular files with more than one name; see
+	// Server.AllowHardLinks.
+	AllowHardLinks bool
 }
 
 // fileConfig is the TOML document. Unknown keys are an error, so a typo in
@@ -31,7 +34,8 @@ type fileConfig struct {
 	AuditLog  string   `toml:"audit_log"`
 	AllowUIDs []uint32 `toml:"allow_uids"`
 	Files     struct {
-		Root string `toml:"root"`
+		Root           string `toml:"root"`
+		AllowHardLinks bool   `toml:"allow_hard_links"`
 	} `toml:"files"`
 	Grant []fileGrant `toml:"grant"`
 }
@@ -91,7 +95,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	if err := dec.Decode(&fc); err != nil {
 		return Config{}, decodeError(name, err)
 	}
-	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root}
+	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
 		return Config{}, fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name)
 	}

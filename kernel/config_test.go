@@ -53,6 +53,7 @@ audit_log = "/var/a.jsonl"
 allow_uids = [1000, 1001]
 [files]
 root = "/srv/share"
+allow_hard_links = true
 [[grant]]
 subject = "integration:claude-code"
 resource = "files:/public"
@@ -69,7 +70,7 @@ actions = ["escalate"]
 		t.Fatal(err)
 	}
 	want := Config{
-		Socket: "/run/k.sock", AuditLog: "/var/a.jsonl", AllowUIDs: []uint32{1000, 1001}, Root: "/srv/share",
+		Socket: "/run/k.sock", AuditLog: "/var/a.jsonl", AllowUIDs: []uint32{1000, 1001}, Root: "/srv/share", AllowHardLinks: true,
 		Grants: []policy.Grant{
 			{Subject: "integration:claude-code", Resource: policy.Resource{Namespace: "files", Path: "/public"}, Descendants: true,
 				Actions: []string{"read", "list"}, Expires: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
