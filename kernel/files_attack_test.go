@@ -652,3 +652,39 @@ func TestEndToEndTheIssuesLinkThroughTheShim(t *testing.T) {
 		t.Error("the audit log does not say which path the call named")
 	}
 }
+
+// TestPathsThatReadBackOddly: an absolute link that points back into the
+// root is followed (os.Root alone refuses it), and a file really named
+// "… (deleted)", which is how Linux reports a removed file's path, is
+// still served.
+func TestPathsThatReadBackOddly(t *testing.T) {
+	h := startKernel(t, []policy.Grant{grant(t, "integration:cc", "files:/public", true, "read", "list", "search")})
+	if err := os.Symlink(filepath.Join(h.root, "public", "sub", "b.txt"), filepath.Join(h.root, "public", "absolute")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.root, "public", "gone (deleted)"), []byte("still here"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := h.dial()
+	c.hello("cc")
+	c.list()
+	if r := c.invoke("files.read", map[string]string{"path": "/public/absolute"}); r.Status != kproto.StatusSucceeded || !strings.Contains(text(t, r), "needle") {
+		t.Errorf("an absolute link into the root: %+v", r)
+	}
+	if r := c.invoke("files.read", map[string]string{"path": "/public/gone (deleted)"}); r.Status != kproto.StatusSucceeded || text(t, r) != "still here" {
+		t.Errorf("a file named … (deleted): %+v", r)
+	}
+	r := c.invoke("files.search", map[string]string{"path": "/public", "query": "still"})
+	if !strings.Contains(string(r.Output), `"path":"/public/gone (deleted)"`) {
+		t.Errorf("searching a file named … (deleted): %s", r.Output)
+	}
+	c.conn.Close()
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range eventsNamed(h.events(), EventToolInvoked) {
+		if e.Requested == "files:/public/absolute" && e.Resource != "files:/public/sub/b.txt" {
+			t.Errorf("the absolute link's read is recorded on %s", e.Resource)
+		}
+	}
+}
