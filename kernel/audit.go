@@ -79,6 +79,7 @@ type Event struct {
 	Seq         int64  `json:"seq,omitempty"` // tool.invoked: the call's arrival position in its turn, from 1
 	Tool        string `json:"tool,omitempty" max:"128"`
 	Resource    string `json:"resource,omitempty"`
+	Requested   string `json:"requested,omitempty"` // the resource as the call named it, when a link led elsewhere
 	Action      string `json:"action,omitempty"`
 	Status      string `json:"status,omitempty"`
 	Code        string `json:"code,omitempty"`

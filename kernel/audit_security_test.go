@@ -72,7 +72,7 @@ func TestAuditLinesCannotBeForged(t *testing.T) {
 	}
 	want := map[string]int{
 		EventTurnOpened: 1, EventCatalogListed: 1, EventToolInvoked: len(calls) + 1,
-		EventTurnEscalated: 1, EventTurnClosed: 1,
+		EventToolAuthorized: 1, EventTurnEscalated: 1, EventTurnClosed: 1, // tool.authorized: the write, before it acted
 	}
 	for ev, n := range want {
 		if count[ev] != n {

@@ -28,6 +28,10 @@ type Config struct {
 	Root      string         // the files root, absolute
 	Grants    []policy.Grant // deny by default: only these allow anything
 
+	// AllowHardLinks serves regular files with more than one name; see
+	// Server.AllowHardLinks.
+	AllowHardLinks bool
+
 	// File is the config file the values came from; "" for DefaultConfig.
 	File string
 	// Lines says where in File each value is, for messages.
@@ -76,8 +80,7 @@ func (c Config) RootRef() string {
 // refuses it. The list is the config's so that the namespaces of
 // upstream servers it declares can join it.
 func (c Config) Namespaces() []string {
-	return []string{namespaceFiles, namespaceSharedOS}
-}
+	return []string{namespaceFiles, namespaceSharedOS}}
 
 // fileConfig is the TOML document. Unknown keys are an error, so a typo in
 // a grant cannot silently widen or narrow what is allowed.
@@ -86,7 +89,8 @@ type fileConfig struct {
 	AuditLog  string   `toml:"audit_log"`
 	AllowUIDs []uint32 `toml:"allow_uids"`
 	Files     struct {
-		Root string `toml:"root"`
+		Root           string `toml:"root"`
+		AllowHardLinks bool   `toml:"allow_hard_links"`
 	} `toml:"files"`
 	Grant []fileGrant `toml:"grant"`
 }
@@ -212,7 +216,7 @@ func parseConfig(name string, data []byte) (Config, error) {
 	if err := dec.Decode(&fc); err != nil {
 		return Config{}, decodeError(name, err)
 	}
-	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, File: name, Lines: configLines(data)}
+	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
 		return Config{}, fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name)
 	}

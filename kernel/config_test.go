@@ -54,6 +54,7 @@ audit_log = "/var/a.jsonl"
 allow_uids = [1000, 1001]
 [files]
 root = "/srv/share"
+allow_hard_links = true
 [[grant]]
 subject = "integration:claude-code"
 resource = "files:/public"
@@ -70,14 +71,14 @@ actions = ["escalate"]
 		t.Fatal(err)
 	}
 	want := Config{
-		Socket: "/run/k.sock", AuditLog: "/var/a.jsonl", AllowUIDs: []uint32{1000, 1001}, Root: "/srv/share",
+		Socket: "/run/k.sock", AuditLog: "/var/a.jsonl", AllowUIDs: []uint32{1000, 1001}, Root: "/srv/share", AllowHardLinks: true,
 		Grants: []policy.Grant{
 			{Subject: "integration:claude-code", Resource: policy.Resource{Namespace: "files", Path: "/public"}, Descendants: true,
 				Actions: []string{"read", "list"}, Expires: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
 			{Subject: "integration:*", Resource: policy.Resource{Namespace: "sharedos", Path: "/escalate"}, Actions: []string{"escalate"}},
 		},
 		File:  "c.toml",
-		Lines: Lines{Root: 5, Grants: []int{6, 12}},
+		Lines: Lines{Root: 5, Grants: []int{7, 13}},
 	}
 	if !c.Grants[0].Expires.Equal(want.Grants[0].Expires) {
 		t.Errorf("expires %v, want %v", c.Grants[0].Expires, want.Grants[0].Expires)

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 
@@ -119,14 +120,23 @@ func FuzzFilePath(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { fr.Close() })
-	env := &callEnv{files: fr, allowed: func(policy.Resource, string) bool { return true }, escalate: func(string) {}}
+	allowAll := func(p string) *callEnv {
+		return &callEnv{
+			files:     fr,
+			requested: policy.Resource{Namespace: namespaceFiles, Path: p},
+			authorize: func(policy.Resource) (outcome, bool) { return outcome{}, true },
+			allowed:   func(policy.Resource, string) bool { return true },
+			commit:    func() bool { return true },
+			escalate:  func(string) bool { return true },
+		}
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := filePath(s)
 		hasDotDot := false
 		for _, seg := range strings.Split(s, "/") {
 			hasDotDot = hasDotDot || seg == ".."
 		}
-		mustRefuse := !strings.HasPrefix(s, "/") || strings.ContainsRune(s, 0) || !utf8.ValidString(s) || hasDotDot
+		mustRefuse := !strings.HasPrefix(s, "/") || strings.ContainsRune(s, 0) || !utf8.ValidString(s) || hasDotDot || len(s) > maxPathBytes
 		if (err != nil) != mustRefuse {
 			t.Fatalf("filePath(%q) = %q, %v; refusal expected: %v", s, p, err, mustRefuse)
 		}
@@ -136,20 +146,21 @@ func FuzzFilePath(f *testing.F) {
 		if p != path.Clean(p) || !strings.HasPrefix(p, "/") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
 			t.Fatalf("filePath(%q) = %q: not a clean absolute path", s, p)
 		}
-		if rel, err := fr.resolve(p); err == nil {
-			real := filepath.Join(fr.real, filepath.FromSlash(rel))
-			if real != fr.real && !strings.HasPrefix(real, fr.real+string(filepath.Separator)) {
-				t.Fatalf("resolve(%q) = %q: outside the root %s", p, rel, fr.real)
+		if o, err := fr.open(p, os.O_RDONLY|syscall.O_NONBLOCK); err == nil {
+			real := filepath.Join(fr.evalReal, filepath.FromSlash(o.path))
+			o.f.Close()
+			if real != fr.evalReal && !strings.HasPrefix(real, fr.evalReal+string(filepath.Separator)) {
+				t.Fatalf("open(%q) reads back %q: outside the root %s", p, o.path, fr.evalReal)
 			}
 			if again, err := filepath.EvalSymlinks(real); err == nil && again != real {
-				t.Fatalf("resolve(%q) = %q, which still holds a link (to %s)", p, rel, again)
+				t.Fatalf("open(%q) reads back %q, which still holds a link (to %s)", p, o.path, again)
 			}
 		}
 		res := policy.Resource{Namespace: namespaceFiles, Path: p}
 		for name, o := range map[string]outcome{
-			"read":   runRead(context.Background(), env, res, nil),
-			"list":   runList(context.Background(), env, res, nil),
-			"search": runSearch(context.Background(), env, res, map[string]string{"query": "SECRET"}),
+			"read":   runRead(context.Background(), allowAll(p), res, nil),
+			"list":   runList(context.Background(), allowAll(p), res, nil),
+			"search": runSearch(context.Background(), allowAll(p), res, map[string]string{"query": "SECRET"}),
 		} {
 			got := fmt.Sprintf("%s %s %s", o.message, o.text, mustJSON(o.output))
 			if strings.Contains(got, "OUTSIDE") || strings.Contains(got, outside) {

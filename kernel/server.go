@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,6 +40,10 @@ type Server struct {
 	Log       zerolog.Logger
 	Version   string // reported in hello; "" means "devel"
 	MaxLine   int    // longest request line; 0 means jsonrpc.DefaultMaxLine
+	// AllowHardLinks serves regular files that have more than one name.
+	// Off, they are refused (hard_link): another name may be anywhere on
+	// the file system, and the grants see only this one.
+	AllowHardLinks bool
 
 	// Now is the clock grants are checked against; nil means time.Now.
 	Now func() time.Time
@@ -48,11 +53,19 @@ type Server struct {
 
 	files *filesRoot
 	tools []*tool // nil means registry(); tests in this package add their own
+	// sink is where events go; nil means Audit. Tests make it fail.
+	sink auditSink
 
-	mu    sync.Mutex
-	conns map[*net.UnixConn]struct{}
-	err   error // first audit failure: the kernel stops rather than act unrecorded
-	stop  context.CancelFunc
+	auditDown atomic.Bool // the last record failed
+	mu        sync.Mutex
+	conns     map[*net.UnixConn]struct{}
+	err       error // why the audit log could not be written, while it cannot
+}
+
+// auditSink is what the kernel needs of its audit log.
+type auditSink interface {
+	Write(Event) error
+	Sync() error
 }
 
 // Serve accepts connections on ln until ctx is cancelled or the audit log
@@ -61,8 +74,7 @@ type Server struct {
 // (removing the socket file and releasing its lock), so no other kernel
 // takes the path while this one still has turns. It returns nil after a
 // cancellation and the audit error otherwise.
-func (s *Server) Serve(ctx context.Context, ln *Listener) error {
-	if s.Audit == nil {
+func (s *Server) Serve(ctx context.Context, ln *Listener) error {	if s.Audit == nil {
 		return errors.New("kernel: no audit log")
 	}
 	if s.Now == nil {
@@ -91,7 +103,6 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	s.stop = stop
 	go func() {
 		<-ctx.Done()
 		_ = ln.StopAccepting()
@@ -147,20 +158,49 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	return errors.Join(s.err, syncErr)
 }
 
-// record appends ev to the audit log. A failure stops the whole kernel:
-// serving on without a record would make the record a lie.
+// record appends ev to the audit log and reports whether it was written.
+// A failure does not stop the kernel: whoever asked refuses what the
+// record was for (a call is answered audit_unavailable, a turn that
+// cannot be opened is closed), and the next record tries the log again,
+// so the kernel serves as soon as the log can be written
+// (docs/adr/0008-authorize-the-opened-object.md).
 func (s *Server) record(ev Event) bool {
-	if err := s.Audit.Write(ev); err != nil {
-		s.Log.Error().Err(err).Msg("audit log failed; stopping the kernel")
-		s.mu.Lock()
-		if s.err == nil {
-			s.err = err
-		}
-		s.mu.Unlock()
-		s.stop()
-		return false
+	return s.noteAudit(s.auditSink().Write(ev))
+}
+
+// recordDurably records ev and syncs the log: for the decision written
+// before a call changes something, which must be on disk before the
+// change is.
+func (s *Server) recordDurably(ev Event) bool {
+	return s.record(ev) && s.noteAudit(s.auditSink().Sync())
+}
+
+func (s *Server) auditSink() auditSink {
+	if s.sink != nil {
+		return s.sink
 	}
-	return true
+	return s.Audit
+}
+
+// noteAudit logs the audit log's changes between working and not, once
+// each way, and reports whether err is nil.
+func (s *Server) noteAudit(err error) bool {
+	if err == nil {
+		if s.auditDown.Load() && s.auditDown.CompareAndSwap(true, false) {
+			s.mu.Lock()
+			s.err = nil
+			s.mu.Unlock()
+			s.Log.Warn().Msg("audit log can be written again; serving calls")
+		}
+		return true
+	}
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+	if s.auditDown.CompareAndSwap(false, true) {
+		s.Log.Error().Err(err).Msg("audit log cannot be written; refusing calls until it can")
+	}
+	return false
 }
 
 func (s *Server) uidAllowed(uid uint32) bool { return slices.Contains(s.AllowUIDs, uid) }

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -54,6 +55,7 @@ type outcome struct {
 	message string
 	output  any
 	text    string // when set, sent as one text content block
+	acted   bool   // the call changed something (a file written, a turn escalated)
 }
 
 func succeeded(output any, text string) outcome {
@@ -71,11 +73,25 @@ func denied(code, format string, args ...any) outcome {
 // callEnv is what a running tool may use besides its arguments.
 type callEnv struct {
 	files *filesRoot
-	// allowed re-checks a grant for resources a tool reaches beyond the
-	// one it was authorized for (files.search visits many files).
+	// hardLinks serves regular files that have more than one name.
+	hardLinks bool
+	// requested is the resource the call named.
+	requested policy.Resource
+	// authorize decides the call's grant on the resource the tool has
+	// resolved, the one it is about to touch, and reports the denial to
+	// answer when no grant allows it. A tool that resolves (tool.resolves)
+	// calls it exactly once, before it reads or acts.
+	authorize func(r policy.Resource) (outcome, bool)
+	// allowed checks a grant for resources a tool reaches beyond its own
+	// (files.search reads many files, files.list shows where links lead).
 	allowed func(r policy.Resource, action string) bool
-	// escalate ends the turn by asking a person.
-	escalate func(reason string)
+	// commit records, durably, that the call is about to change
+	// something. When it returns false the audit log cannot be written
+	// and the tool must not act.
+	commit func() bool
+	// escalate ends the turn by asking a person. It returns false, and
+	// nothing happens, when that cannot be recorded.
+	escalate func(reason string) bool
 }
 
 // tool is a registered tool: its definition, how to read its arguments,
@@ -86,15 +102,27 @@ type tool struct {
 	// scope is where a grant must sit for the tool to be discoverable.
 	scope  policy.Resource
 	action string
-	// target derives the exact resource a call acts on from its checked
-	// arguments; a non-nil error is an invalid_arguments failure.
+	// target derives the resource a call names from its checked
+	// arguments. A non-nil error refuses the call: invalid_arguments, or
+	// the code of an *argError.
 	target func(args map[string]string) (policy.Resource, error)
-	run    func(ctx context.Context, env *callEnv, res policy.Resource, args map[string]string) outcome
+	// resolves is set for tools that find out what the named resource
+	// really is (where its links lead) and authorize that themselves,
+	// through callEnv.authorize. Other tools are authorized on target's
+	// resource before they run.
+	resolves bool
+	run      func(ctx context.Context, env *callEnv, res policy.Resource, args map[string]string) outcome
 }
+
+// argError refuses arguments with a code of its own.
+type argError struct{ code, msg string }
+
+func (e *argError) Error() string { return e.msg }
 
 // parseArgs checks raw against the tool's schema: an object whose keys are
 // exactly the declared parameters, each a string. It returns a message for
-// the model on failure.
+// the model on failure, which quotes no more than a short prefix of what
+// the client sent.
 func (t *tool) parseArgs(raw json.RawMessage) (map[string]string, string) {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage("{}")
@@ -117,7 +145,7 @@ func (t *tool) parseArgs(raw json.RawMessage) (map[string]string, string) {
 	}
 	for k := range fields {
 		if _, ok := args[k]; !ok {
-			return nil, fmt.Sprintf("unknown argument %q (allowed: %s)", k, t.paramNames())
+			return nil, fmt.Sprintf("unknown argument %q (allowed: %s)", shorten(k, 64), t.paramNames())
 		}
 	}
 	return args, ""
@@ -158,12 +186,16 @@ func mustJSON(v any) json.RawMessage {
 func boolp(b bool) *bool { return &b }
 
 // filePath checks a path argument and returns it cleaned: it must be
-// absolute ("/" is the files root), free of NUL and of ".." segments.
-// Refusing ".." rather than cleaning it away keeps a confused or hostile
-// caller from learning anything by walking up.
+// absolute ("/" is the files root), at most maxPathBytes, valid UTF-8,
+// free of NUL and of ".." segments. Refusing ".." rather than cleaning
+// it away keeps a confused or hostile caller from learning anything by
+// walking up.
 func filePath(p string) (string, error) {
+	if len(p) > maxPathBytes {
+		return "", fmt.Errorf("path is %d bytes, over the %d-byte limit", len(p), maxPathBytes)
+	}
 	if p == "" || !strings.HasPrefix(p, "/") {
-		return "", fmt.Errorf("path %q must be absolute: \"/\" is the files root", p)
+		return "", fmt.Errorf("path %q must be absolute: \"/\" is the files root", shown(p))
 	}
 	if strings.ContainsRune(p, 0) {
 		return "", fmt.Errorf("path must not contain NUL")
@@ -173,7 +205,7 @@ func filePath(p string) (string, error) {
 	}
 	for _, seg := range strings.Split(p, "/") {
 		if seg == ".." {
-			return "", fmt.Errorf("path %q must not contain \"..\"", p)
+			return "", fmt.Errorf("path %q must not contain \"..\"", shown(p))
 		}
 	}
 	return path.Clean(p), nil
@@ -185,6 +217,28 @@ func filesTarget(args map[string]string) (policy.Resource, error) {
 		return policy.Resource{}, err
 	}
 	return policy.Resource{Namespace: namespaceFiles, Path: p}, nil
+}
+
+func searchTarget(args map[string]string) (policy.Resource, error) {
+	query := args["query"]
+	if query == "" || len(query) > maxQueryBytes {
+		return policy.Resource{}, fmt.Errorf("query must be 1 to %d bytes", maxQueryBytes)
+	}
+	if strings.ContainsAny(query, "\n\r") {
+		return policy.Resource{}, errors.New("query must be one line (it is matched line by line)")
+	}
+	return filesTarget(args)
+}
+
+func writeTarget(args map[string]string) (policy.Resource, error) {
+	if n := len(args["content"]); n > maxReadBytes {
+		return policy.Resource{}, &argError{codeTooLarge, fmt.Sprintf("content is %d bytes, over the %d-byte limit", n, maxReadBytes)}
+	}
+	res, err := filesTarget(args)
+	if err == nil && res.Path == "/" {
+		return policy.Resource{}, &argError{codeNotFile, "/ is the root directory; name a file under it"}
+	}
+	return res, err
 }
 
 var (
@@ -251,7 +305,7 @@ func registry() []*tool {
 		return capability{Resource: capabilityResource{Namespace: namespaceFiles}, Action: action}
 	}
 	fileTool := func(name, action, readWrite, desc string, params []param, out json.RawMessage, ann *hashing.Annotations,
-		run func(context.Context, *callEnv, policy.Resource, map[string]string) outcome) *tool {
+		target func(map[string]string) (policy.Resource, error), run func(context.Context, *callEnv, policy.Resource, map[string]string) outcome) *tool {
 		return &tool{
 			def: definition{
 				Definition: hashing.Definition{
@@ -260,31 +314,34 @@ func registry() []*tool {
 				},
 				RequiredCapability: readCap(action),
 			},
-			params: params, scope: filesScope, action: action, target: filesTarget, run: run,
+			params: params, scope: filesScope, action: action, target: target, resolves: true, run: run,
 		}
 	}
 	return []*tool{
 		fileTool("files.list", policy.ActionList, "read",
-			"List the entries of a directory in the shared files root. Returns each entry's name, type (\"file\" or \"dir\") and size in bytes, sorted by name. "+
-				"Symbolic links are shown as what they point to; entries that are neither files nor directories, or that point outside the root, are left out. "+
-				"Start with path \"/\" to see what is shared.",
-			[]param{pathParam}, listOutputSchema(), &hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, runList),
+			fmt.Sprintf("List the entries of a directory in the shared files root. Returns each entry's name, type (\"file\" or \"dir\") and size in bytes, sorted by name: "+
+				"at most %d entries, the first by name, and truncated is true when there were more. "+
+				"A symbolic link is shown as what it points to, and only when that is inside the root in a directory you may list; entries that are neither files nor directories are left out. "+
+				"Start with path \"/\" to see what is shared.", maxListEntries),
+			[]param{pathParam}, listOutputSchema(), &hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, filesTarget, runList),
 		fileTool("files.read", policy.ActionRead, "read",
 			fmt.Sprintf("Read a UTF-8 text file from the shared files root and return its whole content. "+
-				"Files larger than %d bytes, binary files and directories are refused; use files.search to find lines in large trees.", maxReadBytes),
-			[]param{pathParam}, nil, &hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, runRead),
+				"Files larger than %d bytes, binary files and directories are refused, and so is a file with more than one name (a hard link) unless the host allows them; "+
+				"use files.search to find lines in large trees.", maxReadBytes),
+			[]param{pathParam}, nil, &hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, filesTarget, runRead),
 		fileTool("files.search", policy.ActionSearch, "read",
 			fmt.Sprintf("Find lines containing a literal substring (case-sensitive, no regular expressions) in the text files under a directory of the shared files root, or in one file. "+
-				"Returns at most %d matches as {path, line, text}; binary files, files over %d bytes and .git directories are skipped, and truncated is true when a limit cut the search short.",
-				maxSearchMatches, maxReadBytes),
+				"Returns at most %d matches as {path, line, text}, each path where the file really is; binary files, files over %d bytes, hard-linked files (unless the host allows them), "+
+				"symbolic links and .git directories are skipped. One search looks at %d entries and reads %d MiB at most; truncated is true when a limit cut it short.",
+				maxSearchMatches, maxReadBytes, maxSearchVisited, maxSearchBytes>>20),
 			[]param{pathParam, {"query", "The exact text to look for, 1 to 1024 bytes."}}, searchOutputSchema(),
-			&hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, runSearch),
+			&hashing.Annotations{ReadOnly: boolp(true), Idempotent: boolp(true)}, searchTarget, runSearch),
 		fileTool("files.write", policy.ActionWrite, "write",
 			fmt.Sprintf("Create or replace a UTF-8 text file in the shared files root with the given content (at most %d bytes). "+
-				"The parent directory must already exist. The file is replaced atomically: readers see the old or the new content, never a mix. "+
-				"Overwriting destroys the previous content.", maxReadBytes),
+				"The parent directory must already exist. The file is replaced atomically: readers see the old or the new content, never a mix, and it keeps its permission bits. "+
+				"A symbolic link is not written through. Overwriting destroys the previous content.", maxReadBytes),
 			[]param{pathParam, {"content", "The complete new content of the file."}}, nil,
-			&hashing.Annotations{ReadOnly: boolp(false), Destructive: boolp(true), Idempotent: boolp(true)}, runWrite),
+			&hashing.Annotations{ReadOnly: boolp(false), Destructive: boolp(true), Idempotent: boolp(true)}, writeTarget, runWrite),
 		{
 			def: definition{
 				Definition: hashing.Definition{
@@ -306,9 +363,13 @@ func registry() []*tool {
 				return policy.Resource{Namespace: namespaceSharedOS, Path: "/escalate"}, nil
 			},
 			run: func(_ context.Context, env *callEnv, _ policy.Resource, args map[string]string) outcome {
-				env.escalate(args["reason"])
-				return succeeded(map[string]any{"escalated": true, "reason": args["reason"]},
+				if !env.escalate(args["reason"]) {
+					return auditUnavailable(false)
+				}
+				o := succeeded(map[string]any{"escalated": true, "reason": shorten(args["reason"], maxReasonBytes)},
 					"Escalated to a person. Your turn is over: stop calling tools and tell the user what you asked for.")
+				o.acted = true
+				return o
 			},
 		},
 	}

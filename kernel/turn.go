@@ -240,21 +240,29 @@ func (t *turn) escalateRequest(m jsonrpc.Message) bool {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "turn.escalate params: "+err.Error(), "")
 		return true
 	}
-	t.markEscalated(p.CallID, p.Reason, p.Note)
+	if !t.markEscalated(p.CallID, p.Reason, p.Note) {
+		t.writeError(m.ID, jsonrpc.CodeInternalError, "the escalation could not be recorded: the audit log cannot be written", codeAuditUnavailable)
+		return true
+	}
 	t.writeResult(m.ID, struct{}{})
 	return true
 }
 
-// markEscalated ends the turn's ability to act and records why.
-func (t *turn) markEscalated(callID, reason, note string) {
+// markEscalated records why the turn is asking a person and then ends
+// its ability to act. An escalation that cannot be recorded does not
+// happen: nobody would be asked.
+func (t *turn) markEscalated(callID, reason, note string) bool {
+	// The shim caps reasons at 512 UTF-16 units; this cap only keeps a
+	// client that skips the shim from writing megabyte audit lines.
+	if !t.s.record(t.event(EventTurnEscalated, func(e *Event) {
+		e.CallID, e.Reason, e.Note = shorten(callID, 128), shorten(reason, maxReasonBytes), shorten(note, maxReasonBytes)
+	})) {
+		return false
+	}
 	t.mu.Lock()
 	t.escalated = true
 	t.mu.Unlock()
-	// The shim caps reasons at 512 UTF-16 units; this cap only keeps a
-	// client that skips the shim from writing megabyte audit lines.
-	t.s.record(t.event(EventTurnEscalated, func(e *Event) {
-		e.CallID, e.Reason, e.Note = shorten(callID, 128), shorten(reason, 4096), shorten(note, 4096)
-	}))
+	return true
 }
 
 func (t *turn) isEscalated() bool {
@@ -272,12 +280,65 @@ func (t *turn) cancel(callID string) {
 	}
 }
 
+// Bounds on what one tools.invoke may send. Arguments are kept as raw
+// JSON only up to maxArgumentBytes: files.write's content, at most
+// maxReadBytes, fits with room for escaping; anything larger is refused
+// too_large without being copied or decoded.
+const (
+	maxArgumentBytes = 4 * maxReadBytes
+	maxCallIDBytes   = 1024
+	maxReasonBytes   = 4096
+)
+
+// codeAuditUnavailable answers a call the kernel refused because its
+// record could not be written; retrying once the log works can succeed.
+const codeAuditUnavailable = "audit_unavailable"
+
+// EventToolAuthorized is recorded, and synced, before a call that changes
+// something acts: the decision is on disk before the effect is. The
+// call's tool.invoked follows with the outcome.
+const EventToolAuthorized = "tool.authorized"
+
+// invokeParams is tools.invoke's params as the kernel decodes them.
+type invokeParams struct {
+	CallID      string      `json:"callId"`
+	Tool        string      `json:"tool"`
+	Arguments   boundedJSON `json:"arguments"`
+	CatalogHash string      `json:"catalogHash"`
+}
+
+// boundedJSON keeps a raw JSON value only if it is at most
+// maxArgumentBytes long; either way it remembers the length.
+type boundedJSON struct {
+	raw  json.RawMessage
+	size int
+}
+
+func (b *boundedJSON) UnmarshalJSON(data []byte) error {
+	b.size = len(data)
+	if len(data) <= maxArgumentBytes {
+		b.raw = append(json.RawMessage(nil), data...)
+	}
+	return nil
+}
+
+// call is what the audit says of one invocation.
+type call struct {
+	action    string
+	requested string // the resource the call named
+	resource  string // the resource decided on: where the named one really is
+}
+
 // invoke starts a call on its own goroutine: the shim pipelines calls, and
 // a slow search must not hold up a quick read behind it.
 func (t *turn) invoke(m jsonrpc.Message) {
-	var p kproto.InvokeParams
+	var p invokeParams
 	if err := json.Unmarshal(m.Params, &p); err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "tools.invoke params: "+err.Error(), "")
+		return
+	}
+	if len(p.CallID) > maxCallIDBytes {
+		t.answer(m.ID, p, call{}, time.Now(), failed(kproto.CodeInvalidArguments, "callId is %d bytes, over the %d-byte limit", len(p.CallID), maxCallIDBytes))
 		return
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
@@ -285,7 +346,7 @@ func (t *turn) invoke(m jsonrpc.Message) {
 	if _, dup := t.calls[p.CallID]; dup && p.CallID != "" {
 		t.mu.Unlock()
 		cancel()
-		t.answer(m.ID, p, "", "", time.Now(), failed(kproto.CodeInvalidArguments, "callId %q is already in flight on this turn", p.CallID))
+		t.answer(m.ID, p, call{}, time.Now(), failed(kproto.CodeInvalidArguments, "callId %q is already in flight on this turn", p.CallID))
 		return
 	}
 	if p.CallID != "" {
@@ -302,86 +363,156 @@ func (t *turn) invoke(m jsonrpc.Message) {
 			cancel()
 		}()
 		start := time.Now()
-		res, action, o := t.run(ctx, p)
-		t.answer(m.ID, p, res, action, start, o)
+		c, o := t.run(ctx, p)
+		t.answer(m.ID, p, c, start, o)
 	}()
 }
 
 // run decides and executes one call. The order of the checks is the
-// protocol's: catalogue, catalogHash, escalation, arguments, grants.
-func (t *turn) run(ctx context.Context, p kproto.InvokeParams) (resource, action string, o outcome) {
+// protocol's: catalogue, catalogHash, escalation, arguments, grants. The
+// grant is decided on the resource the call will touch: for a tool that
+// resolves, on where the named path really leads, once the tool holds
+// what it leads to (see callEnv.authorize).
+func (t *turn) run(ctx context.Context, p invokeParams) (c call, o outcome) {
 	tl, ok := t.tools[p.Tool]
 	if !ok {
-		return "", "", denied(kproto.CodeToolUnavailable, "%s is not in this turn's catalogue", strconv.Quote(shorten(p.Tool, 128)))
+		return c, denied(kproto.CodeToolUnavailable, "%s is not in this turn's catalogue", strconv.Quote(shorten(p.Tool, 128)))
 	}
-	action = tl.action
+	c.action = tl.action
 	if p.CatalogHash != t.catalogHash {
-		return "", action, denied(kproto.CodeCatalogMismatch, "the call's catalogHash is not this turn's; list the tools again in a new turn")
+		return c, denied(kproto.CodeCatalogMismatch, "the call's catalogHash is not this turn's; list the tools again in a new turn")
 	}
 	if t.isEscalated() {
-		return "", action, denied(kproto.CodeEscalationPending, "this turn was escalated to a person; no more tool calls run in it")
+		return c, denied(kproto.CodeEscalationPending, "this turn was escalated to a person; no more tool calls run in it")
 	}
-	args, msg := tl.parseArgs(p.Arguments)
+	if p.Arguments.size > maxArgumentBytes {
+		return c, failed(codeTooLarge, "%s: the arguments are %d bytes of JSON, over the %d-byte limit", tl.def.Name, p.Arguments.size, maxArgumentBytes)
+	}
+	args, msg := tl.parseArgs(p.Arguments.raw)
 	if msg != "" {
-		return "", action, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, msg)
+		return c, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, msg)
 	}
 	res, err := tl.target(args)
 	if err != nil {
-		return "", action, failed(kproto.CodeInvalidArguments, "%s: %v", tl.def.Name, err)
+		code := kproto.CodeInvalidArguments
+		if ae := (*argError)(nil); errors.As(err, &ae) {
+			code = ae.code
+		}
+		return c, failed(code, "%s: %v", tl.def.Name, err)
 	}
-	resource = res.String()
-	switch policy.Authorize(t.s.Grants, policy.Request{Integration: t.name, Resource: res, Action: tl.action, Time: t.s.Now()}) {
-	case policy.GrantExpired:
-		return resource, action, denied(kproto.CodeGrantExpired, "the grant for %s on %s has expired", tl.action, resource)
-	case policy.NoMatchingGrant:
-		return resource, action, denied(kproto.CodeNoMatchingGrant, "no grant allows %s on %s", tl.action, resource)
+	c.requested, c.resource = res.String(), res.String()
+	decided := false
+	authorize := func(r policy.Resource) (outcome, bool) {
+		decided = true
+		c.resource = r.String()
+		via := ""
+		if r != res {
+			// Name only the path the caller gave: where its links lead is
+			// not the caller's to learn from a refusal.
+			via = ": a link on the way leads where the grants do not reach"
+		}
+		switch policy.Authorize(t.s.Grants, policy.Request{Integration: t.name, Resource: r, Action: tl.action, Time: t.s.Now()}) {
+		case policy.GrantExpired:
+			return denied(kproto.CodeGrantExpired, "the grant for %s on %s has expired%s", tl.action, shown(c.requested), via), false
+		case policy.NoMatchingGrant:
+			return denied(kproto.CodeNoMatchingGrant, "no grant allows %s on %s%s", tl.action, shown(c.requested), via), false
+		}
+		return outcome{}, true
+	}
+	if !tl.resolves {
+		if d, ok := authorize(res); !ok {
+			return c, d
+		}
 	}
 	if ctx.Err() != nil {
-		return resource, action, failed(kproto.CodeCancelled, "cancelled")
+		return c, failed(kproto.CodeCancelled, "cancelled")
 	}
 	env := &callEnv{
-		files: t.s.files,
+		files:     t.s.files,
+		hardLinks: t.s.AllowHardLinks,
+		requested: res,
+		authorize: authorize,
 		allowed: func(r policy.Resource, action string) bool {
 			return policy.Authorize(t.s.Grants, policy.Request{Integration: t.name, Resource: r, Action: action, Time: t.s.Now()}) == policy.Allowed
 		},
-		escalate: func(reason string) { t.markEscalated(p.CallID, reason, "") },
+		commit: func() bool {
+			return t.s.recordDurably(t.event(EventToolAuthorized, func(e *Event) {
+				e.CallID, e.Tool, e.Action, e.CatalogHash = p.CallID, tl.def.Name, c.action, p.CatalogHash
+				e.Resource, e.Requested = c.resource, requestedIfOther(c)
+			}))
+		},
+		escalate: func(reason string) bool { return t.markEscalated(p.CallID, reason, "") },
 	}
 	o = tl.run(ctx, env, res, args)
+	if tl.resolves && !decided && o.status == kproto.StatusSucceeded {
+		// A resolving tool that never asked the grants has a bug; it must
+		// not be able to hand anything out because of it.
+		t.s.Log.Error().Str("tool", tl.def.Name).Msg("tool succeeded without authorizing what it resolved")
+		return c, failed(kproto.CodeInternal, "%s: internal error", tl.def.Name)
+	}
 	// A call cancelled while it ran is answered cancelled, as the shim
-	// expects, unless it is a write that completed: that one is reported
+	// expects, unless it already changed something: that one is reported
 	// done, because it was.
-	if ctx.Err() != nil && (o.status != kproto.StatusSucceeded || tl.def.ReadWrite != "write") {
+	if ctx.Err() != nil && !o.acted {
 		o = failed(kproto.CodeCancelled, "cancelled")
 	}
-	return resource, action, o
+	return c, o
 }
 
-// answer writes a call's result and records it.
-func (t *turn) answer(id json.RawMessage, p kproto.InvokeParams, resource, action string, start time.Time, o outcome) {
+// requestedIfOther is the resource the call named, when that is not
+// where it led.
+func requestedIfOther(c call) string {
+	if c.requested == c.resource {
+		return ""
+	}
+	return c.requested
+}
+
+// auditUnavailable answers a call whose record could not be written.
+// acted says the call had already changed something when the record of
+// its outcome failed; its decision was recorded before it acted.
+func auditUnavailable(acted bool) outcome {
+	o := failed(codeAuditUnavailable, "the audit log cannot be written, so the kernel refuses calls until it can; nothing was done. Try again later.")
+	if acted {
+		o.message = "the call was carried out, but its outcome could not be recorded: the audit log cannot be written, and the kernel refuses calls until it can."
+	}
+	return o
+}
+
+// answer records a call's outcome and then writes its result. Nothing is
+// handed out unrecorded: when the record fails, the answer is
+// audit_unavailable instead of the result.
+func (t *turn) answer(id json.RawMessage, p invokeParams, c call, start time.Time, o outcome) {
+	r := resultOf(o)
+	d := time.Since(start).Microseconds()
+	if !t.s.record(t.event(EventToolInvoked, func(e *Event) {
+		e.CallID, e.Tool, e.Resource, e.Requested, e.Action = shorten(p.CallID, maxCallIDBytes), shorten(p.Tool, 128), c.resource, requestedIfOther(c), c.action
+		e.Status, e.Code, e.CatalogHash, e.DurationUs = r.Status, r.Code, shorten(p.CatalogHash, 128), &d
+	})) {
+		r = resultOf(auditUnavailable(o.acted))
+	}
+	t.writeResult(id, r)
+}
+
+func resultOf(o outcome) kproto.InvokeResult {
 	r := kproto.InvokeResult{Status: o.status, Code: o.code, Message: o.message}
 	if o.output != nil {
 		b, err := json.Marshal(o.output)
 		if err != nil {
-			r = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "encode output"}
-		} else {
-			r.Output = b
+			return kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "encode output"}
 		}
+		r.Output = b
 	}
 	if o.text != "" && r.Status == kproto.StatusSucceeded {
 		r.Content, _ = json.Marshal([]map[string]string{{"type": "text", "text": o.text}})
 	}
-	if r.Status == kproto.StatusDenied {
+	retry := o.code == codeAuditUnavailable
+	if r.Status == kproto.StatusDenied || retry {
 		// A refusal stands until the grants change; retrying the same
-		// call cannot help.
-		retry := false
+		// call cannot help. A log that cannot be written may work again.
 		r.Retryable = &retry
 	}
-	d := time.Since(start).Microseconds()
-	t.s.record(t.event(EventToolInvoked, func(e *Event) {
-		e.CallID, e.Tool, e.Resource, e.Action = p.CallID, shorten(p.Tool, 128), resource, action
-		e.Status, e.Code, e.CatalogHash, e.DurationUs = r.Status, r.Code, p.CatalogHash, &d
-	}))
-	t.writeResult(id, r)
+	return r
 }
 
 func (t *turn) writeResult(id json.RawMessage, v any) {

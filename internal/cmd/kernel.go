@@ -103,16 +103,17 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 
 	srv := &kernel.Server{
-		Root:      cfg.Root,
-		Grants:    cfg.Grants,
-		AllowUIDs: cfg.AllowUIDs,
-		Audit:     audit,
-		Log:       log,
-		Version:   buildStamp().version,
+		Root:           cfg.Root,
+		Grants:         cfg.Grants,
+		AllowUIDs:      cfg.AllowUIDs,
+		AllowHardLinks: cfg.AllowHardLinks,
+		Audit:          audit,
+		Log:            log,
+		Version:        buildStamp().version,
 	}
 	serveErr := srv.Serve(ctx, ln)
 	if err := errors.Join(serveErr, audit.Close()); err != nil {
-		return cli.Hintf(err, "check the audit log's disk; the kernel stops rather than serve unrecorded")
+		return cli.Hintf(err, "check the audit log's disk; the kernel refused calls while it could not record them")
 	}
 	return nil
 }

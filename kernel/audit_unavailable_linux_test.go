@@ -1,0 +1,110 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sharedos/sharedos-mcp/internal/kproto"
+)
+
+// TestAFullDiskUnderTheAuditLogStopsEffects puts the audit log on a real
+// full file system (a small tmpfs), as the issue did: a write is not
+// performed and a read hands out nothing, and the kernel keeps serving.
+func TestAFullDiskUnderTheAuditLogStopsEffects(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs for the audit log needs root; skipped")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256k,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v); skipped", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	logPath := filepath.Join(dir, "audit.jsonl")
+	h := startKernel(t, writerGrants(t), func(s *Server) {
+		if err := s.Audit.Close(); err != nil {
+			t.Fatal(err)
+		}
+		a, err := OpenAuditLog(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Audit = a
+	})
+	c := h.dial()
+	c.hello("cc")
+	c.list()
+	// Fill the file system: the log's last page with empty lines (which
+	// the log's readers skip), then everything else with a filler.
+	fi, err := os.Stat(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := int64(os.Getpagesize())
+	if _, err := pad.Write([]byte(strings.Repeat("\n", int(page-fi.Size()%page)))); err != nil {
+		t.Fatal(err)
+	}
+	pad.Close()
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := filler.Write(make([]byte, page)); err != nil {
+			break
+		}
+	}
+	filler.Close()
+
+	a := filepath.Join(h.root, "public", "a.txt")
+	for i := range 3 {
+		wantAuditUnavailable(t, fmt.Sprintf("write %d on a full disk", i), c.invoke("files.write", map[string]string{"path": "/public/new.txt", "content": "x"}))
+		wantAuditUnavailable(t, fmt.Sprintf("overwrite %d on a full disk", i), c.invoke("files.write", map[string]string{"path": "/public/a.txt", "content": "x"}))
+		wantAuditUnavailable(t, fmt.Sprintf("read %d on a full disk", i), c.invoke("files.read", map[string]string{"path": "/public/a.txt"}))
+	}
+	if _, err := os.Lstat(filepath.Join(h.root, "public", "new.txt")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an unrecorded write created its file (%v)", err)
+	}
+	if got := mustRead(t, a); got != "hello world\nsecond line\n" {
+		t.Errorf("an unrecorded write changed a.txt to %q", got)
+	}
+	if m := c.call(kproto.MethodPing, struct{}{}); m.Error != nil {
+		t.Errorf("the kernel stopped serving: %+v", m)
+	}
+	select {
+	case err := <-h.done:
+		t.Fatalf("the kernel exited: %v", err)
+	default:
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := parseEvents(t, data); len(eventsNamed(evs, EventToolInvoked)) != 0 {
+		t.Errorf("calls recorded on a full disk: %+v", evs)
+	}
+	// Whether turn.closed can be recorded once space is back depends on
+	// the log retrying after a failure; either way the kernel stops.
+	if err := os.Remove(filepath.Join(dir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	c.conn.Close()
+	if err := h.stop(); err != nil {
+		t.Logf("the kernel stopped with: %v", err)
+	}
+	h.stopErr = nil
+}
