@@ -74,7 +74,8 @@ type auditSink interface {
 // (removing the socket file and releasing its lock), so no other kernel
 // takes the path while this one still has turns. It returns nil after a
 // cancellation and the audit error otherwise.
-func (s *Server) Serve(ctx context.Context, ln *Listener) error {	if s.Audit == nil {
+func (s *Server) Serve(ctx context.Context, ln *Listener) error {
+	if s.Audit == nil {
 		return errors.New("kernel: no audit log")
 	}
 	if s.Now == nil {
