@@ -80,7 +80,8 @@ func (c Config) RootRef() string {
 // refuses it. The list is the config's so that the namespaces of
 // upstream servers it declares can join it.
 func (c Config) Namespaces() []string {
-	return []string{namespaceFiles, namespaceSharedOS}}
+	return []string{namespaceFiles, namespaceSharedOS}
+}
 
 // fileConfig is the TOML document. Unknown keys are an error, so a typo in
 // a grant cannot silently widen or narrow what is allowed.
