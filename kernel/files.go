@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -514,6 +515,64 @@ type searcher struct {
 	cost    int // JSON bytes of out.Matches
 	out     searchOutput
 	done    bool // a limit was reached: stop
+
+	// Progress: files looked at, of the regular files counted under the
+	// search's root before it began.
+	files, total  int
+	reportedFiles int
+	reported      time.Time
+}
+
+// A search reports its progress every progressFiles files, and when
+// progressEvery has passed since the last report, whichever comes first.
+const (
+	progressFiles = 256
+	progressEvery = 100 * time.Millisecond
+)
+
+// fileLooked counts one more file looked at and reports progress when
+// it is time to.
+func (s *searcher) fileLooked() {
+	s.files++
+	if s.files > s.total {
+		s.total = s.files // the tree grew since it was counted
+	}
+	if s.env.progress == nil {
+		return
+	}
+	if now := time.Now(); s.files-s.reportedFiles >= progressFiles || now.Sub(s.reported) >= progressEvery {
+		s.reported, s.reportedFiles = now, s.files
+		s.env.progress(float64(s.files), float64(s.total), fmt.Sprintf("%d of %d files searched", s.files, s.total))
+	}
+}
+
+// countFiles counts the regular files a search of d would look at, by
+// the walk's rules (no links followed, .git skipped, at most the visit
+// budget of entries), reading directories only: it is the total that
+// progress reports count toward.
+func countFiles(ctx context.Context, d *os.File, budget *int) int {
+	n := 0
+	for *budget > 0 && ctx.Err() == nil {
+		chunk, err := d.ReadDir(min(listChunk, *budget))
+		*budget -= len(chunk)
+		for _, de := range chunk {
+			switch {
+			case de.Type().IsRegular():
+				n++
+			case de.IsDir() && de.Name() != ".git":
+				sub, err := openAt(d, de.Name(), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+				if err != nil {
+					continue
+				}
+				n += countFiles(ctx, sub, budget)
+				sub.Close()
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return n
 }
 
 func runSearch(ctx context.Context, env *callEnv, res policy.Resource, args map[string]string) outcome {
@@ -528,6 +587,12 @@ func runSearch(ctx context.Context, env *callEnv, res policy.Resource, args map[
 	s := &searcher{env: env, query: []byte(args["query"]), out: searchOutput{Matches: []searchMatch{}}}
 	switch {
 	case o.info.IsDir():
+		if counter, cerr := openAt(o.f, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0); cerr == nil {
+			budget := maxSearchVisited
+			s.total = countFiles(ctx, counter, &budget)
+			counter.Close()
+		}
+		s.reported = time.Now()
 		err = s.dir(ctx, o.f)
 	case o.info.Mode().IsRegular():
 		// The call's own grant covers this one file; a hard link is
@@ -610,6 +675,7 @@ func (s *searcher) dir(ctx context.Context, d *os.File) error {
 				s.authorizedScan(o)
 			}
 			f.Close()
+			s.fileLooked()
 		}
 		// Links and special files are not followed.
 	}

@@ -5,6 +5,7 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -57,9 +58,18 @@ type Server struct {
 	sink auditSink
 
 	auditDown atomic.Bool // the last record failed
-	mu        sync.Mutex
-	conns     map[*net.UnixConn]struct{}
-	err       error // why the audit log could not be written, while it cannot
+	policy    atomic.Pointer[Policy]
+	running   chan struct{} // one token per call running, across turns
+	bigLines  chan struct{} // one token per long request line held, across turns
+
+	// Bounds, set by Serve to the constants below; tests make them small.
+	turnCalls, runningCalls, bigLineCount int
+	// waits, when set, is told before the kernel waits for a bound:
+	// "turn", "running" or "line". Tests use it to know a wait began.
+	waits func(bound string)
+	mu    sync.Mutex
+	conns map[*net.UnixConn]struct{}
+	err   error // why the audit log could not be written, while it cannot
 }
 
 // auditSink is what the kernel needs of its audit log.
@@ -87,6 +97,12 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	if s.AllowUIDs == nil {
 		s.AllowUIDs = []uint32{uint32(os.Getuid())}
 	}
+	if s.policy.Load() == nil {
+		s.SetPolicy(Policy{Grants: s.Grants, AllowUIDs: s.AllowUIDs, AllowHardLinks: s.AllowHardLinks})
+	}
+	s.running = make(chan struct{}, cmp.Or(s.runningCalls, maxRunning))
+	s.bigLines = make(chan struct{}, cmp.Or(s.bigLineCount, maxBigLines))
+	s.turnCalls = cmp.Or(s.turnCalls, maxTurnCalls)
 	if s.Version == "" {
 		s.Version = "devel"
 	}
@@ -204,7 +220,76 @@ func (s *Server) noteAudit(err error) bool {
 	return false
 }
 
-func (s *Server) uidAllowed(uid uint32) bool { return slices.Contains(s.AllowUIDs, uid) }
+// Policy is what a running kernel can change without a restart: SetPolicy
+// replaces it at once for every later decision, in open turns too (their
+// catalogues stay as they were resolved at hello; only what each call is
+// allowed changes). The files root, the socket and the audit log are
+// fixed for the kernel's life.
+type Policy struct {
+	Grants         []policy.Grant
+	AllowUIDs      []uint32 // nil means the kernel's own uid only
+	AllowHardLinks bool
+}
+
+// SetPolicy replaces the kernel's grants, the uids it serves and whether
+// it serves hard links, atomically. It may be called at any time, also
+// while Serve runs (on SIGHUP, say).
+func (s *Server) SetPolicy(p Policy) {
+	if p.AllowUIDs == nil {
+		p.AllowUIDs = []uint32{uint32(os.Getuid())}
+	}
+	s.policy.Store(&p)
+}
+
+func (s *Server) currentPolicy() *Policy {
+	if p := s.policy.Load(); p != nil {
+		return p
+	}
+	return &Policy{Grants: s.Grants, AllowUIDs: s.AllowUIDs, AllowHardLinks: s.AllowHardLinks}
+}
+
+func (s *Server) grants() []policy.Grant { return s.currentPolicy().Grants }
+
+// acquire takes a token of bound, waiting (and saying so to s.waits) when
+// there is none, until ctx ends.
+func (s *Server) acquire(ctx context.Context, tokens chan struct{}, bound string) error {
+	select {
+	case tokens <- struct{}{}:
+		return nil
+	default:
+	}
+	if s.waits != nil {
+		s.waits(bound)
+	}
+	select {
+	case tokens <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) uidAllowed(uid uint32) bool {
+	return slices.Contains(s.currentPolicy().AllowUIDs, uid)
+}
+
+// Bounds across all turns. A call runs only with a running token, so the
+// CPU and memory the file tools take at once are bounded whatever the
+// number of turns; a call waiting for one holds only its arguments. A
+// request line longer than a read buffer is read only with a bigLines
+// token, held until its call is answered, so at most maxBigLines long
+// lines (each at most the line limit) are in memory at once. Both make
+// the excess wait rather than fail: the shim bounds what it sends, and
+// its --call-timeout bounds the wait.
+const (
+	maxRunning  = 16
+	maxBigLines = 4
+	// maxTurnCalls bounds one turn's calls admitted and not yet
+	// answered; past it the kernel stops reading the turn's socket until
+	// one is. It is above the shim's own bound (256), so a shim never
+	// meets it.
+	maxTurnCalls = 512
+)
 
 func newExecutionID() string {
 	var b [8]byte

@@ -92,6 +92,16 @@ type callEnv struct {
 	// escalate ends the turn by asking a person. It returns false, and
 	// nothing happens, when that cannot be recorded.
 	escalate func(reason string) bool
+	// progress reports how far the call has got (total 0: unknown). A
+	// tool may call it any number of times while it runs, never after.
+	progress func(progress, total float64, message string)
+}
+
+// hasEffect reports whether a call of t may change anything: a tool that
+// writes, and escalation, which ends the turn's ability to act. The turn
+// orders calls by it (see sequencer).
+func (t *tool) hasEffect() bool {
+	return t.def.ReadWrite != "read" || t.action == policy.ActionEscalate
 }
 
 // tool is a registered tool: its definition, how to read its arguments,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -32,6 +33,10 @@ type turn struct {
 	defs        []json.RawMessage
 	catalogHash string
 
+	seq   sequencer     // the order the turn's calls take effect in
+	slots chan struct{} // one per call admitted and not yet answered
+	line  *bigLine      // the long-line token of the line being handled; read goroutine only
+
 	mu        sync.Mutex
 	escalated bool
 	calls     map[string]context.CancelFunc // in flight, by callId
@@ -40,7 +45,7 @@ type turn struct {
 
 func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
-	t := &turn{s: s, conn: conn, execID: newExecutionID(), calls: map[string]context.CancelFunc{}}
+	t := &turn{s: s, conn: conn, execID: newExecutionID(), calls: map[string]context.CancelFunc{}, slots: make(chan struct{}, s.turnCalls)}
 	cred, err := s.PeerCred(conn)
 	if err != nil {
 		s.Log.Warn().Err(err).Str("executionId", t.execID).Msg("refused a connection: peer credentials unreadable")
@@ -69,19 +74,83 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		}
 	}()
 	r := jsonrpc.NewReader(conn, s.maxLine())
+	// A line longer than the read buffer is read on only with one of the
+	// kernel's few long-line tokens (see maxBigLines); the token goes
+	// with the line to the call it carries, which gives it back when
+	// answered.
+	var big *bigLine
+	r.OnGrow = func() error {
+		if err := s.acquire(ctx, s.bigLines, "line"); err != nil {
+			return err
+		}
+		big = &bigLine{s: s}
+		return nil
+	}
 	for {
-		line, err := r.ReadLine()
+		big = nil
+		line, err := r.ReadOwnedLine()
 		if errors.Is(err, jsonrpc.ErrLineTooLong) {
-			t.writeError(nil, jsonrpc.CodeInvalidRequest, "message line exceeds the size limit", "")
+			big.release()
+			t.tooLong(r.Skipped())
 			continue
 		}
 		if err != nil {
+			big.release()
 			return
 		}
-		if !t.handle(line) {
+		t.line = big
+		ok := t.handle(line)
+		t.line.release() // unless a call took it
+		t.line = nil
+		if !ok {
 			return
 		}
 	}
+}
+
+// bigLine is a long-line token, given back once.
+type bigLine struct {
+	s    *Server
+	once sync.Once
+}
+
+func (b *bigLine) release() {
+	if b != nil {
+		b.once.Do(func() { <-b.s.bigLines })
+	}
+}
+
+// tooLong answers a request line over the limit. The line is gone, but
+// its beginning says whose it was: a tools.invoke is answered as a
+// refused call (too_large, recorded in its place in the turn), any other
+// request with an error carrying its id. Only a line whose id cannot be
+// read is answered with a null id.
+func (t *turn) tooLong(prefix []byte) {
+	id, ok := jsonrpc.LeadingMember(prefix, "id")
+	if !ok || !validID(id) {
+		id = nil
+	}
+	msg := fmt.Sprintf("the request line is over the kernel's %d-byte limit", t.s.maxLine())
+	if id != nil && leadingString(prefix, "method") == kproto.MethodInvoke && t.name != "" {
+		t.invokeRefused(id, invokeParams{CallID: leadingString(prefix, "params", "callId"), Tool: leadingString(prefix, "params", "tool")},
+			failed(codeTooLarge, "%s; nothing was read of it", msg))
+		return
+	}
+	t.writeError(id, jsonrpc.CodeInvalidRequest, msg, "")
+}
+
+// leadingString is the string member at path in a line's beginning, or
+// "" when it is not there whole.
+func leadingString(prefix []byte, path ...string) string {
+	raw, ok := jsonrpc.LeadingMember(prefix, path...)
+	if !ok {
+		return ""
+	}
+	s, err := jsonrpc.DecodeString(raw)
+	if err != nil {
+		return ""
+	}
+	return s
 }
 
 // event returns an audit event of this turn, stamped now, with fill
@@ -183,7 +252,7 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 	t.tools = map[string]*tool{}
 	var defs []hashing.Definition
 	for _, tl := range t.s.tools {
-		if !policy.Discoverable(t.s.Grants, p.Name, tl.scope, tl.action, now) {
+		if !policy.Discoverable(t.s.grants(), p.Name, tl.scope, tl.action, now) {
 			continue
 		}
 		raw, err := json.Marshal(tl.def)
@@ -240,11 +309,26 @@ func (t *turn) escalateRequest(m jsonrpc.Message) bool {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "turn.escalate params: "+err.Error(), "")
 		return true
 	}
-	if !t.markEscalated(p.CallID, p.Reason, p.Note) {
-		t.writeError(m.ID, jsonrpc.CodeInternalError, "the escalation could not be recorded: the audit log cannot be written", codeAuditUnavailable)
-		return true
+	// The escalation takes effect in its place among the turn's calls:
+	// after every call that came before it, before any that comes after.
+	if t.s.acquire(t.ctx, t.slots, "turn") != nil {
+		return false
 	}
-	t.writeResult(m.ID, struct{}{})
+	tk := t.seq.admit(true)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer func() { <-t.slots }()
+		defer tk.finish()
+		if tk.wait(t.ctx) != nil {
+			return // the turn is over; nobody waits for the answer
+		}
+		if !t.markEscalated(p.CallID, p.Reason, p.Note) {
+			t.writeError(m.ID, jsonrpc.CodeInternalError, "the escalation could not be recorded: the audit log cannot be written", codeAuditUnavailable)
+			return
+		}
+		t.writeResult(m.ID, struct{}{})
+	}()
 	return true
 }
 
@@ -329,8 +413,11 @@ type call struct {
 	resource  string // the resource decided on: where the named one really is
 }
 
-// invoke starts a call on its own goroutine: the shim pipelines calls, and
-// a slow search must not hold up a quick read behind it.
+// invoke admits a call in arrival order and runs it on its own goroutine
+// once every call it must follow has finished (see sequencer): calls
+// without effects overlap, so a slow search does not hold up a quick
+// read behind it, while a write waits for what came before it and is
+// waited for by what comes after.
 func (t *turn) invoke(m jsonrpc.Message) {
 	var p invokeParams
 	if err := json.Unmarshal(m.Params, &p); err != nil {
@@ -338,7 +425,7 @@ func (t *turn) invoke(m jsonrpc.Message) {
 		return
 	}
 	if len(p.CallID) > maxCallIDBytes {
-		t.answer(m.ID, p, call{}, time.Now(), failed(kproto.CodeInvalidArguments, "callId is %d bytes, over the %d-byte limit", len(p.CallID), maxCallIDBytes))
+		t.invokeRefused(m.ID, p, failed(kproto.CodeInvalidArguments, "callId is %d bytes, over the %d-byte limit", len(p.CallID), maxCallIDBytes))
 		return
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
@@ -346,26 +433,74 @@ func (t *turn) invoke(m jsonrpc.Message) {
 	if _, dup := t.calls[p.CallID]; dup && p.CallID != "" {
 		t.mu.Unlock()
 		cancel()
-		t.answer(m.ID, p, call{}, time.Now(), failed(kproto.CodeInvalidArguments, "callId %q is already in flight on this turn", p.CallID))
+		t.invokeRefused(m.ID, p, failed(kproto.CodeInvalidArguments, "callId %q is already in flight on this turn", shorten(p.CallID, 128)))
 		return
 	}
 	if p.CallID != "" {
 		t.calls[p.CallID] = cancel
 	}
 	t.mu.Unlock()
+	t.start(m.ID, p, outcome{}, func() {
+		t.mu.Lock()
+		delete(t.calls, p.CallID)
+		t.mu.Unlock()
+		cancel()
+	}, ctx)
+}
+
+// invokeRefused answers a call refused before it could run, in its place
+// among the turn's calls, so that its record has its seq.
+func (t *turn) invokeRefused(id json.RawMessage, p invokeParams, o outcome) {
+	t.start(id, p, o, func() {}, t.ctx)
+}
+
+// start admits one call and runs it (or, when refused is set, answers it
+// refused) on a goroutine of its own. It waits, on the read goroutine,
+// while the turn has maxTurnCalls calls unanswered: the kernel then stops
+// reading the turn until one is answered.
+func (t *turn) start(id json.RawMessage, p invokeParams, refused outcome, done func(), ctx context.Context) {
+	if t.s.acquire(t.ctx, t.slots, "turn") != nil {
+		done()
+		return
+	}
+	tk := t.seq.admit(refused.status == "" && t.hasEffect(p.Tool))
+	line := t.line // the long-line token, if this call's line holds one
+	t.line = nil
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
-		defer func() {
-			t.mu.Lock()
-			delete(t.calls, p.CallID)
-			t.mu.Unlock()
-			cancel()
-		}()
+		defer func() { <-t.slots }()
+		defer tk.finish()
+		defer done()
+		defer line.release()
 		start := time.Now()
-		c, o := t.run(ctx, p)
-		t.answer(m.ID, p, c, start, o)
+		var c call
+		o := refused
+		if o.status == "" {
+			c, o = t.runInOrder(ctx, tk, p)
+		}
+		t.answer(id, p, c, tk.seq, start, o)
 	}()
+}
+
+// hasEffect reports whether a call of the named tool may change anything;
+// a name not in the catalogue is refused without running, so it has none.
+func (t *turn) hasEffect(name string) bool {
+	tl, ok := t.tools[name]
+	return ok && tl.hasEffect()
+}
+
+// runInOrder waits for the call's turn in the sequence and for a running
+// token, then runs it.
+func (t *turn) runInOrder(ctx context.Context, tk *ticket, p invokeParams) (call, outcome) {
+	if err := tk.wait(ctx); err != nil {
+		return call{}, failed(kproto.CodeCancelled, "cancelled before it ran")
+	}
+	if t.s.acquire(ctx, t.s.running, "running") != nil {
+		return call{}, failed(kproto.CodeCancelled, "cancelled before it ran")
+	}
+	defer func() { <-t.s.running }()
+	return t.run(ctx, p, tk.seq)
 }
 
 // run decides and executes one call. The order of the checks is the
@@ -373,7 +508,7 @@ func (t *turn) invoke(m jsonrpc.Message) {
 // grant is decided on the resource the call will touch: for a tool that
 // resolves, on where the named path really leads, once the tool holds
 // what it leads to (see callEnv.authorize).
-func (t *turn) run(ctx context.Context, p invokeParams) (c call, o outcome) {
+func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o outcome) {
 	tl, ok := t.tools[p.Tool]
 	if !ok {
 		return c, denied(kproto.CodeToolUnavailable, "%s is not in this turn's catalogue", strconv.Quote(shorten(p.Tool, 128)))
@@ -411,7 +546,7 @@ func (t *turn) run(ctx context.Context, p invokeParams) (c call, o outcome) {
 			// not the caller's to learn from a refusal.
 			via = ": a link on the way leads where the grants do not reach"
 		}
-		switch policy.Authorize(t.s.Grants, policy.Request{Integration: t.name, Resource: r, Action: tl.action, Time: t.s.Now()}) {
+		switch policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: tl.action, Time: t.s.Now()}) {
 		case policy.GrantExpired:
 			return denied(kproto.CodeGrantExpired, "the grant for %s on %s has expired%s", tl.action, shown(c.requested), via), false
 		case policy.NoMatchingGrant:
@@ -429,19 +564,22 @@ func (t *turn) run(ctx context.Context, p invokeParams) (c call, o outcome) {
 	}
 	env := &callEnv{
 		files:     t.s.files,
-		hardLinks: t.s.AllowHardLinks,
+		hardLinks: t.s.currentPolicy().AllowHardLinks,
 		requested: res,
 		authorize: authorize,
 		allowed: func(r policy.Resource, action string) bool {
-			return policy.Authorize(t.s.Grants, policy.Request{Integration: t.name, Resource: r, Action: action, Time: t.s.Now()}) == policy.Allowed
+			return policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: action, Time: t.s.Now()}) == policy.Allowed
 		},
 		commit: func() bool {
 			return t.s.recordDurably(t.event(EventToolAuthorized, func(e *Event) {
-				e.CallID, e.Tool, e.Action, e.CatalogHash = p.CallID, tl.def.Name, c.action, p.CatalogHash
+				e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 				e.Resource, e.Requested = c.resource, requestedIfOther(c)
 			}))
 		},
 		escalate: func(reason string) bool { return t.markEscalated(p.CallID, reason, "") },
+		progress: func(progress, total float64, message string) {
+			t.progress(p.CallID, progress, total, message)
+		},
 	}
 	o = tl.run(ctx, env, res, args)
 	if tl.resolves && !decided && o.status == kproto.StatusSucceeded {
@@ -482,16 +620,44 @@ func auditUnavailable(acted bool) outcome {
 // answer records a call's outcome and then writes its result. Nothing is
 // handed out unrecorded: when the record fails, the answer is
 // audit_unavailable instead of the result.
-func (t *turn) answer(id json.RawMessage, p invokeParams, c call, start time.Time, o outcome) {
+func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, start time.Time, o outcome) {
 	r := resultOf(o)
-	d := time.Since(start).Microseconds()
+	took := time.Since(start)
+	d := took.Microseconds()
 	if !t.s.record(t.event(EventToolInvoked, func(e *Event) {
-		e.CallID, e.Tool, e.Resource, e.Requested, e.Action = shorten(p.CallID, maxCallIDBytes), shorten(p.Tool, 128), c.resource, requestedIfOther(c), c.action
+		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = shorten(p.CallID, maxCallIDBytes), seq, shorten(p.Tool, 128), c.resource, requestedIfOther(c), c.action
 		e.Status, e.Code, e.CatalogHash, e.DurationUs = r.Status, r.Code, shorten(p.CatalogHash, 128), &d
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}
+	// One line per call for whoever watches the kernel: the same facts
+	// as the record, without what the arguments held.
+	t.s.Log.Info().Str("integration", t.name).Str("executionId", t.execID).Int64("seq", seq).
+		Str("tool", shorten(p.Tool, 128)).Str("resource", c.resource).Str("decision", r.Status).Str("code", r.Code).
+		Dur("took", took).Msg("call")
 	t.writeResult(id, r)
+}
+
+// progress tells the shim how far a running call has got. Reports after
+// the call's answer are dropped by the shim; the kernel sends none, as a
+// tool reports only while it runs.
+func (t *turn) progress(callID string, progress, total float64, message string) {
+	if callID == "" {
+		return
+	}
+	pp := kproto.ProgressParams{CallID: callID, Progress: progress, Message: shorten(message, 256)}
+	if total > 0 {
+		pp.Total = &total
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string                `json:"jsonrpc"`
+		Method  string                `json:"method"`
+		Params  kproto.ProgressParams `json:"params"`
+	}{"2.0", kproto.MethodProgress, pp})
+	if err != nil {
+		return
+	}
+	t.write(append(b, '\n'))
 }
 
 func resultOf(o outcome) kproto.InvokeResult {

@@ -1,16 +1,22 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	iofs "io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime/debug"
+	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rs/zerolog"
 
 	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
@@ -28,16 +34,22 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			return runKernelCheck(stdio, args[1:])
 		case "init":
 			return runKernelInit(stdio, args[1:])
+		case "service":
+			return runKernelService(stdio, args[1:])
 		}
 	}
-	fs := newFlagSet(stdio, "kernel", "[check|init] [flags]",
+	fs := newFlagSet(stdio, "kernel", "[check|init|service] [flags]",
 		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\n"+
 			"confined to a root directory, authorizes every call against the grants in its config, and\n"+
 			"appends every turn and call to an audit log. It prints what each integration may do when it\n"+
 			"starts. Without a config file it serves --root (default: the current directory) read-only\n"+
 			"(read, list, search) to every integration.\n\n"+
 			"  kernel check [--config FILE]   validate a config and show what it allows, without starting\n"+
-			"  kernel init [--config FILE] [--root DIR]   write a commented starter config")
+			"  kernel init [--config FILE] [--root DIR]   write a commented starter config\n"+
+			"  kernel service install|uninstall|status   run the kernel as a service of this user\n\n"+
+			"SIGHUP reloads the config: new grants, allow_uids and allow_hard_links take effect at once,\n"+
+			"in open turns too; a config that does not load is refused and the old one kept. The socket,\n"+
+			"the audit log and the files root change only with a restart.")
 	configFile := fs.String("config", "", configHelp)
 	socket := fs.String("socket", "", "socket `path` to listen on (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	root := fs.String("root", "", "files root `dir` (overrides the config's; without a config file the default is the current directory)")
@@ -49,7 +61,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("the kernel's subcommands are check and init; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the kernel's subcommands are check, init and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg, err := loadKernelConfig(*configFile, *root)
@@ -84,6 +96,20 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	if err != nil {
 		return errors.Join(listenHint(err, cfg.Socket), audit.Close())
 	}
+	srv := &kernel.Server{
+		Root:           cfg.Root,
+		Grants:         cfg.Grants,
+		AllowUIDs:      cfg.AllowUIDs,
+		AllowHardLinks: cfg.AllowHardLinks,
+		Audit:          audit,
+		Log:            log,
+		Version:        buildStamp().version,
+	}
+	// The kernel's memory is bounded by its own limits (calls running,
+	// long lines held); a soft limit makes the collector give memory
+	// back before it would grow past what those allow.
+	debug.SetMemoryLimit(memoryLimit)
+	stopReload := reloadOnHangup(ctx, stdio, log, srv, cfg, *configFile, *root, *socket != "", *auditFile != "")
 	fmt.Fprintf(stdio.Err, "%s: kernel listening on %s (files root %s, audit log %s)\n", prog, cfg.Socket, cfg.Root, cfg.AuditLog)
 	if cfg.File == "" {
 		fmt.Fprintf(stdio.Err, "%s: no config file: serving %s read-only (read, list, search) to every integration\n", prog, cfg.Root)
@@ -102,20 +128,76 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		fmt.Fprintf(stdio.Err, "hint: '%s kernel check%s' lists these without starting a kernel\n", prog, configArg(*configFile))
 	}
 
-	srv := &kernel.Server{
-		Root:           cfg.Root,
-		Grants:         cfg.Grants,
-		AllowUIDs:      cfg.AllowUIDs,
-		AllowHardLinks: cfg.AllowHardLinks,
-		Audit:          audit,
-		Log:            log,
-		Version:        buildStamp().version,
-	}
 	serveErr := srv.Serve(ctx, ln)
+	stopReload()
+	why := "stopped"
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		why = cause.Error()
+	}
+	log.Info().Str("reason", why).Msg("kernel stopped")
+	fmt.Fprintf(stdio.Err, "%s: kernel stopped (%s); the socket %s is removed\n", prog, why, cfg.Socket)
 	if err := errors.Join(serveErr, audit.Close()); err != nil {
 		return cli.Hintf(err, "check the audit log's disk; the kernel refused calls while it could not record them")
 	}
 	return nil
+}
+
+// memoryLimit is the kernel's soft memory limit (debug.SetMemoryLimit).
+const memoryLimit = 192 << 20
+
+// reloadOnHangup reloads the config on each SIGHUP until ctx ends or the
+// returned function is called: the grants, allow_uids and
+// allow_hard_links are replaced at once; what needs a restart (the
+// socket, the audit log, the files root) is named in the log and left as
+// it is; a config that does not load is refused and the running one kept.
+func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *kernel.Server, running kernel.Config, configFile, rootFlag string, socketFlag, auditFlag bool) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-hup:
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+			next, err := loadKernelConfig(configFile, rootFlag)
+			if err != nil {
+				log.Error().Err(err).Msg("config reload refused; the running config is kept")
+				cli.Warn(stdio.Err, prog, "reload refused, the running config is kept: "+err.Error(), "")
+				continue
+			}
+			if configFile == "" && next.File != running.File {
+				log.Warn().Str("config", next.File).Msg("a different config file applies now; it takes effect when the kernel restarts")
+				continue
+			}
+			for _, c := range []struct {
+				what, was, now string
+				byFlag         bool // a flag set it, over the config
+			}{
+				{"the files root", running.Root, next.Root, rootFlag != ""},
+				{"socket", running.Socket, cmp.Or(next.Socket, running.Socket), socketFlag},
+				{"audit_log", running.AuditLog, cmp.Or(next.AuditLog, running.AuditLog), auditFlag},
+			} {
+				if c.was != c.now && !c.byFlag {
+					log.Warn().Str("running", c.was).Str("config", c.now).Msg(c.what + " changed in the config; it takes effect when the kernel restarts")
+				}
+			}
+			srv.SetPolicy(kernel.Policy{Grants: next.Grants, AllowUIDs: next.AllowUIDs, AllowHardLinks: next.AllowHardLinks})
+			log.Info().Str("config", next.File).Int("grants", len(next.Grants)).Msg("config reloaded: new grants apply from the next decision")
+			fmt.Fprintf(stdio.Err, "%s: config reloaded\n", prog)
+			printAllowances(stdio.Err, next, summarize(next))
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-stopped
+	}
 }
 
 func auditOpenHint(err error) error {

@@ -8,8 +8,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
@@ -146,5 +148,111 @@ func TestKernelCommandRefusesASecondKernel(t *testing.T) {
 	code, _, stderr := runCLI(t, "kernel", "--root", t.TempDir(), "--socket", sock, "--audit", filepath.Join(t.TempDir(), "a.jsonl"))
 	if code != 1 || !strings.Contains(stderr, "a kernel is already running on "+sock) {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestKernelReloadsItsConfigOnSIGHUP: a new config's grants apply to the
+// next turn; a config that does not load is refused and the running one
+// kept; the kernel says why it stops.
+func TestKernelReloadsItsConfigOnSIGHUP(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "k.sock")
+	cfg := filepath.Join(t.TempDir(), "k.toml")
+	writeCfg := func(actions string) {
+		t.Helper()
+		body := "[files]\nroot = " + strconv.Quote(root) + "\n\n[[grant]]\nsubject = \"integration:cc\"\nresource = \"files:/\"\ndescendants = true\nactions = [" + actions + "]\n"
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCfg(`"read", "list"`)
+
+	stderr := &lineSignal{lines: make(chan string, 256)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(ctx, cli.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: stderr},
+			[]string{"kernel", "--config", cfg, "--socket", sock, "--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--log-level", "error"})
+	}()
+	waitLine := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case l := <-stderr.lines:
+				if strings.Contains(l, want) {
+					return
+				}
+			case c := <-code:
+				t.Fatalf("kernel exited %d before printing %q", c, want)
+			}
+		}
+	}
+	waitLine("kernel listening on " + sock)
+	tools := func() int {
+		t.Helper()
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		r := jsonrpc.NewReader(conn, 0)
+		var got int
+		for i, line := range []string{
+			`{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"cc","shim":{"version":"t"}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`,
+		} {
+			if _, err := conn.Write([]byte(line + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			b, err := r.ReadLine()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list struct {
+				Result struct{ Tools []json.RawMessage } `json:"result"`
+			}
+			if i == 1 && json.Unmarshal(b, &list) == nil {
+				got = len(list.Result.Tools)
+			}
+		}
+		return got
+	}
+	if n := tools(); n != 2 {
+		t.Fatalf("before the reload the catalogue has %d tools, want files.list and files.read", n)
+	}
+
+	writeCfg(`"read", "list", "search"`)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLine("config reloaded")
+	if n := tools(); n != 3 {
+		t.Errorf("after the reload the catalogue has %d tools, want 3", n)
+	}
+
+	if err := os.WriteFile(cfg, []byte("[files]\nroot = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLine("reload refused, the running config is kept")
+	if n := tools(); n != 3 {
+		t.Errorf("after a refused reload the catalogue has %d tools, want the 3 it had", n)
+	}
+
+	cancel()
+	waitLine("kernel stopped")
+	if c := <-code; c != 0 {
+		t.Fatalf("kernel exited %d", c)
 	}
 }

@@ -36,6 +36,14 @@ type Reader struct {
 	err  error // from rd; returned once buf[r:w] holds no more lines
 
 	skipped []byte // the start of the last line refused as too long
+
+	// OnGrow, when set, is called before the buffer first grows past its
+	// initial size while reading a line: at most once a line, and only
+	// for a line longer than what the buffer holds. A non-nil error stops
+	// the read, and ReadLine returns it. The kernel uses it to read long
+	// lines only within a memory budget.
+	OnGrow func() error
+	grown  bool // OnGrow was called for the line being read
 }
 
 // NewReader returns a Reader that refuses lines longer than limit bytes
@@ -72,17 +80,20 @@ func (r *Reader) ReadLine() ([]byte, error) {
 		if i := bytes.IndexByte(r.buf[scanned:r.w], '\n'); i >= 0 {
 			line := r.buf[r.r : scanned+i]
 			r.r = scanned + i + 1
+			r.grown = false
 			return r.trim(line)
 		}
 		scanned = r.w
 		if r.w-r.r > r.max+1 { // more than max bytes besides a "\r"
 			r.keepSkipped(r.buf[r.r:r.w])
+			r.grown = false
 			return nil, r.skipLine()
 		}
 		if r.err != nil {
 			if r.r < r.w { // a last line without a newline
 				line := r.buf[r.r:r.w]
 				r.r = r.w
+				r.grown = false
 				return r.trim(line)
 			}
 			return nil, r.err
@@ -93,6 +104,12 @@ func (r *Reader) ReadLine() ([]byte, error) {
 				scanned -= r.r
 				r.r, r.w = 0, n
 			} else {
+				if r.OnGrow != nil && !r.grown {
+					r.grown = true
+					if err := r.OnGrow(); err != nil {
+						return nil, err
+					}
+				}
 				// make, not append: append zeroes all of the new
 				// capacity, touching every page of it.
 				nb := make([]byte, min(2*len(r.buf), r.max+2))

@@ -1,0 +1,160 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/sharedos/sharedos-mcp/install"
+	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/internal/service"
+	"github.com/sharedos/sharedos-mcp/internal/sockpath"
+	"github.com/sharedos/sharedos-mcp/kernel"
+)
+
+func runKernelService(stdio cli.IO, args []string) error {
+	if len(args) == 0 {
+		return cli.Usagef("say what to do: install, uninstall or status", "kernel service: missing install, uninstall or status")
+	}
+	verb := args[0]
+	fs := newFlagSet(stdio, "kernel service "+verb, "[flags]", serviceSummary(verb))
+	var configFile, socket *string
+	if verb == "install" {
+		configFile = fs.String("config", "", "the config `file` the service runs the kernel with (default $XDG_CONFIG_HOME/sharedos/kernel.toml, else ~/.config/sharedos/kernel.toml)")
+		socket = fs.String("socket", "", "the socket `path` the service listens on (default: the one serve finds from this shell)")
+	}
+	switch verb {
+	case "install", "uninstall", "status":
+	default:
+		return cli.Usagef("use install, uninstall or status", "kernel service: unknown action %q", verb)
+	}
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("kernel service "+verb+" takes flags only", "kernel service %s: unexpected argument %q", verb, fs.Arg(0))
+	}
+	p, err := servicePlatform()
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "install":
+		return serviceInstall(stdio, p, *configFile, *socket)
+	case "uninstall":
+		removed, err := p.Uninstall(service.ExecRunner)
+		path, _ := p.UnitPath()
+		if err != nil {
+			return cli.Hintf(fmt.Errorf("kernel service uninstall: %w", err), "the unit file is gone; run the command yourself to tell the service manager")
+		}
+		if !removed {
+			fmt.Fprintf(stdio.Out, "no service installed (%s does not exist); nothing changed\n", path)
+			return nil
+		}
+		fmt.Fprintf(stdio.Out, "stopped the kernel service and removed %s\n", path)
+		return nil
+	default:
+		st, err := p.Status(service.ExecRunner)
+		if err != nil {
+			return fmt.Errorf("kernel service status: %w", err)
+		}
+		if !st.Installed {
+			fmt.Fprintf(stdio.Out, "not installed (%s does not exist); install it with '%s kernel service install'\n", st.UnitPath, prog)
+			return nil
+		}
+		state := st.State
+		if state == "" {
+			state = "unknown: " + st.Detail
+		}
+		fmt.Fprintf(stdio.Out, "installed %s\nstate %s\nlogs %s\n", st.UnitPath, state, st.Logs)
+		return nil
+	}
+}
+
+func serviceSummary(verb string) string {
+	switch verb {
+	case "install":
+		return "Install the reference kernel as a service of this user (a systemd user unit on Linux, a\n" +
+			"launchd agent on macOS) that runs it with the config and socket it names, starts it at\n" +
+			"login, restarts it if it fails, and reloads its config on 'systemctl --user reload'.\n" +
+			"Installing again replaces the unit."
+	case "uninstall":
+		return "Stop the kernel service and remove its unit."
+	}
+	return "Say whether the kernel service is installed and running, and where its log is."
+}
+
+func servicePlatform() (service.Platform, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return service.Platform{}, cli.Hintf(fmt.Errorf("kernel service: %w", err), "set HOME")
+	}
+	p := service.Platform{OS: runtime.GOOS, Home: home, ConfigHome: os.Getenv("XDG_CONFIG_HOME"), UID: os.Getuid()}
+	if _, err := p.UnitPath(); err != nil {
+		return p, cli.Hintf(fmt.Errorf("kernel service: %w", err), "run '%s kernel' under your own service manager", prog)
+	}
+	return p, nil
+}
+
+func serviceInstall(stdio cli.IO, p service.Platform, configFile, socket string) error {
+	if configFile == "" {
+		path, err := kernel.DefaultConfigPath(os.Getenv)
+		if err != nil {
+			return cli.Hintf(fmt.Errorf("kernel service install: %w", err), "pass --config FILE")
+		}
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return cli.Hintf(fmt.Errorf("kernel service install: no config at %s", path),
+				"write one with '%s kernel init --root DIR', or pass --config FILE", prog)
+		}
+		configFile = path
+	}
+	abs, err := filepath.Abs(configFile)
+	if err != nil {
+		return fmt.Errorf("kernel service install: %w", err)
+	}
+	// The service must start: refuse a config the kernel would refuse.
+	if _, err := loadKernelConfig(abs, ""); err != nil {
+		return err
+	}
+	if socket == "" {
+		socket = sockpath.Default(os.Getenv)
+	}
+	if socket, err = filepath.Abs(socket); err != nil {
+		return fmt.Errorf("kernel service install: %w", err)
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return fmt.Errorf("kernel service install: locate this binary: %w", err)
+	}
+	if env, err := processEnv(); err == nil && install.InBuildCache(exe, env) {
+		cli.Warn(stdio.Err, prog, fmt.Sprintf("this binary is a temporary build (%s): the service stops working when Go removes it", exe),
+			"run 'make install' and the installed sharedos-mcp's 'kernel service install'")
+	}
+	spec := service.Spec{Executable: exe, Config: abs, Socket: socket, LogFile: p.DefaultLogFile()}
+	path, err := p.Install(spec, service.ExecRunner)
+	var me *service.ManagerError
+	switch {
+	case errors.As(err, &me):
+		var cmds []string
+		for _, c := range p.StartCommands(path) {
+			cmds = append(cmds, strings.Join(c, " "))
+		}
+		return cli.Hintf(fmt.Errorf("kernel service install: wrote %s, but %w", path, err),
+			"start it yourself once a user session is up: %s", strings.Join(cmds, "; "))
+	case err != nil:
+		return fmt.Errorf("kernel service install: %w", err)
+	}
+	fmt.Fprintf(stdio.Out, "installed and started %s: the kernel runs with %s on %s\n", path, abs, socket)
+	st, _ := p.Status(service.ExecRunner)
+	fmt.Fprintf(stdio.Out, "logs: %s\n", st.Logs)
+	if p.OS == "linux" {
+		fmt.Fprintln(stdio.Out, "note: a user service stops when you log out unless lingering is on: loginctl enable-linger $USER")
+	}
+	return nil
+}
