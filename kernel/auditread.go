@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -499,3 +502,100 @@ func (fl *follower) rotated() bool {
 }
 
 func (fl *follower) Close() error { return fl.f.Close() }
+
+// CallOrder passes events on to next with each turn's calls in arrival
+// order: a tool.invoked whose seq comes after one not yet seen is held
+// until the ones before it have passed (overlapping reads finish, and are
+// recorded, in any order). Everything else passes at once, but a turn's
+// turn.closed, after its held calls. A held call whose predecessor never
+// comes (its record could not be written) passes at turn.closed, or at
+// Flush.
+type CallOrder struct {
+	next  func(Event, []byte) error
+	turns map[string]*turnOrder
+}
+
+type turnOrder struct {
+	want int64 // the seq that passes next
+	held map[int64]heldEvent
+}
+
+type heldEvent struct {
+	e    Event
+	line []byte
+}
+
+// NewCallOrder returns a CallOrder that passes events to next.
+func NewCallOrder(next func(Event, []byte) error) *CallOrder {
+	return &CallOrder{next: next, turns: map[string]*turnOrder{}}
+}
+
+// Event takes the next event in file order; line is kept if it is held.
+func (o *CallOrder) Event(e Event, line []byte) error {
+	switch {
+	case e.Event == EventToolInvoked && e.Seq > 0:
+		t := o.turn(e.ExecutionID)
+		if e.Seq != t.want {
+			t.held[e.Seq] = heldEvent{e, bytes.Clone(line)}
+			return nil
+		}
+		if err := o.next(e, line); err != nil {
+			return err
+		}
+		t.want++
+		for {
+			h, ok := t.held[t.want]
+			if !ok {
+				return nil
+			}
+			delete(t.held, t.want)
+			if err := o.next(h.e, h.line); err != nil {
+				return err
+			}
+			t.want++
+		}
+	case e.Event == EventTurnClosed:
+		if err := o.release(e.ExecutionID); err != nil {
+			return err
+		}
+		delete(o.turns, e.ExecutionID)
+	}
+	return o.next(e, line)
+}
+
+func (o *CallOrder) turn(id string) *turnOrder {
+	t := o.turns[id]
+	if t == nil {
+		t = &turnOrder{want: 1, held: map[int64]heldEvent{}}
+		o.turns[id] = t
+	}
+	return t
+}
+
+// release passes a turn's held calls, in seq order.
+func (o *CallOrder) release(id string) error {
+	t := o.turns[id]
+	if t == nil {
+		return nil
+	}
+	seqs := slices.Sorted(maps.Keys(t.held))
+	for _, s := range seqs {
+		if err := o.next(t.held[s].e, t.held[s].line); err != nil {
+			return err
+		}
+	}
+	clear(t.held)
+	return nil
+}
+
+// Flush passes every call still held, turn by turn: at the end of a log
+// whose turns are still open.
+func (o *CallOrder) Flush() error {
+	ids := slices.Sorted(maps.Keys(o.turns))
+	for _, id := range ids {
+		if err := o.release(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -25,7 +25,8 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	fs := newFlagSet(stdio, "audit", "[verify] [flags]",
 		"Print the reference kernel's audit log as a table (each event with its turn, the executionId,\n"+
-			"and each call's place in its turn), or with --json as the stored JSON lines.\n\n"+
+			"and each call's place in its turn; a turn's calls in the order they arrived), or with --json\n"+
+			"as the stored JSON lines, in the file's order.\n\n"+
 			"  audit verify [--file F] [--head H]   check the log's hash chain and print its head")
 	file := fs.String("file", "", auditFileHelp)
 	integration := fs.String("integration", "", "only this integration's events (exact `name`)")
@@ -65,7 +66,19 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 		filter.Since = time.Now().Add(-*since)
 	}
 	p := &kernel.AuditPrinter{W: stdio.Out, JSON: *asJSON}
-	skipped, err := kernel.ReadAudit(r, filter, p.Print)
+	print := p.Print
+	var order *kernel.CallOrder
+	if !*asJSON {
+		// The table lists each turn's calls in arrival order; --json
+		// prints the stored lines in the file's order, which the chain
+		// follows.
+		order = kernel.NewCallOrder(p.Print)
+		print = order.Event
+	}
+	skipped, err := kernel.ReadAudit(r, filter, print)
+	if err == nil && order != nil {
+		err = order.Flush()
+	}
 	if err != nil {
 		return err
 	}

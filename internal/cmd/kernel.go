@@ -131,7 +131,9 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	serveErr := srv.Serve(ctx, ln)
 	stopReload()
 	why := "stopped"
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+	// A signal's cause says which signal; it also reports itself as
+	// context.Canceled to errors.Is, so it is told apart by identity.
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		why = cause.Error()
 	}
 	log.Info().Str("reason", why).Msg("kernel stopped")
