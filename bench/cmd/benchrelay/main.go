@@ -60,12 +60,12 @@ type options struct {
 
 func main() {
 	var o options
-	flag.IntVar(&o.runs, "runs", 5, "repeat every measurement this many times and report medians")
+	flag.IntVar(&o.runs, "runs", 7, "repeat every measurement this many times and report medians")
 	flag.IntVar(&o.cold, "cold", 10, "cold starts per peer per run")
 	flag.IntVar(&o.load.warmup, "warmup", 200, "calls before timing sequential calls")
 	flag.IntVar(&o.load.sequential, "calls", 2000, "sequential calls timed per run")
 	flag.IntVar(&o.load.pipelined, "pipelined", 20000, "calls written without waiting, per run")
-	flag.IntVar(&o.payloadReps, "payload-reps", 5, "payload calls timed per kind and size, per run, after a first one")
+	flag.IntVar(&o.payloadReps, "payload-reps", 7, "payload calls timed per kind and size, per run, after a first one")
 	flag.StringVar(&o.peers, "peers", "direct,minrelay,sharedos-mcp,gosdk,node", "comma-separated peers to measure besides echo, which is always measured")
 	flag.BoolVar(&o.markdown, "markdown", false, "write BENCHMARKS.md to stdout: machine, commands, tables and micro-benchmarks")
 	flag.BoolVar(&o.micro, "micro", true, "with -markdown, also run the go test micro-benchmarks")
