@@ -46,7 +46,7 @@ fuzz: ## run every Fuzz* target for FUZZTIME each (default 10s)
 bench: ## run the go test benchmarks (hot paths: framing, catalogue hashing, one relayed call)
 	go test -run '^$$' -bench . -benchmem -timeout 600s ./...
 
-bench-relay: ## measure serve against direct calls and the Go and TypeScript SDK relays; rewrites BENCHMARKS.md
+bench-relay: ## measure serve against its floors (echo, direct, a minimal relay) and the Go and TypeScript SDK relays; rewrites BENCHMARKS.md (manual, never in CI)
 	npm ci --prefix bench/node --no-audit --no-fund
 	go run ./bench/cmd/benchrelay -markdown > BENCHMARKS.md.tmp
 	mv BENCHMARKS.md.tmp BENCHMARKS.md

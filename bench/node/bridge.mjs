@@ -102,7 +102,10 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {
   return { content: [{ type: "text", text: JSON.stringify(res.output ?? null) }] };
 });
 
-const transport = new StdioServerTransport();
+// The SDK refuses messages over 10 MiB by default; serve and the Go SDK
+// take lines up to 16 MiB, and so does this peer, so that all of them
+// relay the same payloads.
+const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: 16 * 1024 * 1024 });
 transport.onclose = () => kernel.sock.end();
 await server.connect(transport);
 process.stdin.on("end", () => {

@@ -37,33 +37,53 @@ const (
 
 // catalogueSizes are the tools/list sizes measured; the last is the
 // protocol's maximum.
-var catalogueSizes = []int{1, 64, 512}
+var catalogueSizes = []int{1, 16, 64, 256, 512}
+
+// payloadSizes are the payload sizes measured, as JSON strings on the
+// wire; the last still fits a 16 MiB line in every shape the kernel sends.
+var payloadSizes = []int{64 << 10, 256 << 10, 1 << 20, 4 << 20, 15 << 20}
+
+// targetPayload is the payload size the targets name.
+const targetPayload = 4 << 20
 
 type options struct {
-	runs, cold int
-	load       callLoad
-	peers      string
-	markdown   bool
-	micro      bool
-	shim       string
+	runs, cold  int
+	load        callLoad
+	payloadReps int
+	peers       string
+	markdown    bool
+	micro       bool
+	shim        string
+	profile     string // a scenario to run alone (see profileScenario)
+	wrap        string // a command line to run every spawned peer under
 }
 
 func main() {
 	var o options
-	flag.IntVar(&o.runs, "runs", 5, "repeat every measurement this many times and report medians")
+	flag.IntVar(&o.runs, "runs", 7, "repeat every measurement this many times and report medians")
 	flag.IntVar(&o.cold, "cold", 10, "cold starts per peer per run")
 	flag.IntVar(&o.load.warmup, "warmup", 200, "calls before timing sequential calls")
 	flag.IntVar(&o.load.sequential, "calls", 2000, "sequential calls timed per run")
 	flag.IntVar(&o.load.pipelined, "pipelined", 20000, "calls written without waiting, per run")
-	flag.StringVar(&o.peers, "peers", "direct,sharedos-mcp,gosdk,node", "comma-separated peers to measure")
+	flag.IntVar(&o.payloadReps, "payload-reps", 7, "payload calls timed per kind and size, per run, after a first one")
+	flag.StringVar(&o.peers, "peers", "direct,minrelay,sharedos-mcp,gosdk,node", "comma-separated peers to measure besides echo, which is always measured")
 	flag.BoolVar(&o.markdown, "markdown", false, "write BENCHMARKS.md to stdout: machine, commands, tables and micro-benchmarks")
 	flag.BoolVar(&o.micro, "micro", true, "with -markdown, also run the go test micro-benchmarks")
 	flag.StringVar(&o.shim, "shim", "", "measure this sharedos-mcp `binary` instead of building one from the tree (to compare builds)")
+	flag.StringVar(&o.profile, "profile", "", "run one `scenario` alone against the synthetic kernel, once per peer, for a profiler: "+strings.Join(scenarioNames(), ", "))
+	flag.StringVar(&o.wrap, "wrap", "", "with -profile, run each spawned peer under this `command` line, split at spaces (e.g. 'strace -f -c -o /tmp/serve.strace')")
 	flag.Parse()
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "benchrelay: error:", err)
 		os.Exit(1)
 	}
+}
+
+// kernels are the sockets a run measures against.
+type kernels struct {
+	ref     *kernelProc
+	synth   map[int]string // catalogue size → socket
+	payload string         // synth.PayloadTools
 }
 
 func run(o options, out io.Writer) error {
@@ -77,9 +97,9 @@ func run(o options, out io.Writer) error {
 	defer os.RemoveAll(work)
 
 	loadStart := loadavg()
-	progress("building sharedos-mcp and the Go SDK peer with the release flags")
-	shimBin := filepath.Join(work, "sharedos-mcp")
-	gosdkBin := filepath.Join(work, "gosdk-peer")
+	progress("building sharedos-mcp, the floors and the Go SDK peer with the release flags")
+	bin := func(name string) string { return filepath.Join(work, name) }
+	shimBin := bin("sharedos-mcp")
 	if o.shim != "" {
 		if shimBin, err = filepath.Abs(o.shim); err != nil {
 			return err
@@ -87,30 +107,29 @@ func run(o options, out io.Writer) error {
 	} else if err := goBuild(shimBin, "."); err != nil {
 		return err
 	}
-	if err := goBuild(gosdkBin, "./bench/gosdk"); err != nil {
-		return err
+	for _, b := range []struct{ out, pkg string }{
+		{"gosdk-peer", "./bench/gosdk"}, {"gofloor", "./bench/cmd/gofloor"}, {"echo", "./bench/cmd/echo"}, {"minrelay", "./bench/cmd/minrelay"},
+	} {
+		if err := goBuild(bin(b.out), b.pkg); err != nil {
+			return err
+		}
 	}
-	floorBin := filepath.Join(work, "gofloor")
-	if err := goBuild(floorBin, "./bench/cmd/gofloor"); err != nil {
-		return err
-	}
-	stdioBin := filepath.Join(work, "stdiofloor")
-	if err := goBuild(stdioBin, "./bench/cmd/stdiofloor"); err != nil {
-		return err
-	}
-	stdioPeer := peer{key: "stdiofloor", label: "stdiofloor", command: func(string) *exec.Cmd { return exec.Command(stdioBin, noteContent) }}
-	floorCmds := [][]string{{"/bin/true"}, {floorBin}, {shimBin, "version"}}
+	floorCmds := [][]string{{"/bin/true"}, {bin("gofloor")}, {shimBin, "version"}}
 	floorNames := []string{"/bin/true", "an empty static Go binary (bench/cmd/gofloor)", "sharedos-mcp version"}
+	echo := peer{key: "echo", label: "echo (floor)", echo: true, size: fileSize(bin("echo")),
+		command: func(string) *exec.Cmd { return exec.Command(bin("echo")) }}
 	all := map[string]peer{
 		"direct": {key: "direct", label: "direct (floor)"},
+		"minrelay": {key: "minrelay", label: "minimal relay (floor)", size: fileSize(bin("minrelay")),
+			command: func(s string) *exec.Cmd { return exec.Command(bin("minrelay"), "-socket", s) }},
 		"sharedos-mcp": {key: "sharedos-mcp", label: "sharedos-mcp serve", size: fileSize(shimBin),
 			command: func(s string) *exec.Cmd {
 				return exec.Command(shimBin, "serve", "--integration", "bench", "--socket", s, "--log-level", "error")
 			}},
-		"gosdk": {key: "gosdk", label: "Go SDK v1.8.0", size: fileSize(gosdkBin),
-			command: func(s string) *exec.Cmd { return exec.Command(gosdkBin, "-socket", s) }},
+		"gosdk": {key: "gosdk", label: "Go SDK v1.8.0", size: fileSize(bin("gosdk-peer")),
+			command: func(s string) *exec.Cmd { return exec.Command(bin("gosdk-peer"), "-socket", s) }},
 	}
-	var peers []peer
+	peers := []peer{echo}
 	for _, k := range strings.Split(o.peers, ",") {
 		if k == "node" {
 			p, err := nodePeer()
@@ -121,17 +140,17 @@ func run(o options, out io.Writer) error {
 		}
 		p, ok := all[k]
 		if !ok {
-			return fmt.Errorf("unknown peer %q: use direct, sharedos-mcp, gosdk, node", k)
+			return fmt.Errorf("unknown peer %q: use direct, minrelay, sharedos-mcp, gosdk, node", k)
 		}
 		peers = append(peers, p)
 	}
 
-	kern, err := startKernel(shimBin, work)
-	if err != nil {
+	var ks kernels
+	if ks.ref, err = startKernel(shimBin, work); err != nil {
 		return err
 	}
-	defer kern.stop()
-	synthSock := map[int]string{}
+	defer ks.ref.stop()
+	ks.synth = map[int]string{}
 	for _, n := range catalogueSizes {
 		path := filepath.Join(work, fmt.Sprintf("s%d.sock", n))
 		k, err := synth.Listen(path, synth.Tools(n))
@@ -139,20 +158,24 @@ func run(o options, out io.Writer) error {
 			return err
 		}
 		defer k.Close()
-		synthSock[n] = path
+		ks.synth[n] = path
 	}
+	ks.payload = filepath.Join(work, "payload.sock")
+	pk, err := synth.Listen(ks.payload, synth.PayloadTools())
+	if err != nil {
+		return err
+	}
+	defer pk.Close()
 
-	results := map[string][]sample{}
+	if o.profile != "" {
+		return profileScenario(o, peers, ks, out)
+	}
+	rep := report{opts: o, peers: peers, results: map[string][]sample{}, loadStart: loadStart}
 	floors := make([][]time.Duration, len(floorCmds))
 	floorFaults := make([][]int64, len(floorCmds))
-	var faults []time.Duration
-	var hops []callStats
+	var faults, decodes, valids []time.Duration
+	ps := payloads{}
 	for r := range o.runs {
-		hop, _, err := calls(stdioPeer, callTarget{tool: "files.read", args: "{}", want: noteContent}, o.load)
-		if err != nil {
-			return fmt.Errorf("stdio floor: %w", err)
-		}
-		hops = append(hops, hop)
 		for i, argv := range floorCmds {
 			d, f, err := spawnTime(argv, o.cold)
 			if err != nil {
@@ -166,31 +189,32 @@ func run(o options, out io.Writer) error {
 			return err
 		}
 		faults = append(faults, fault)
+		progress("run %d/%d: the reference kernel decoding a %d-byte argument", r+1, o.runs, targetPayload)
+		decode, valid, err := kernelDecode(ks.ref.socket, ps.get(targetPayload), 7)
+		if err != nil {
+			return fmt.Errorf("reference kernel decode: %w", err)
+		}
+		decodes, valids = append(decodes, decode), append(valids, valid)
 		// Rotate the order so that no peer always runs first or last.
 		for i := range peers {
 			p := peers[(i+r)%len(peers)]
 			progress("run %d/%d: %s", r+1, o.runs, p.label)
-			s, err := measure(p, kern.socket, synthSock, o)
+			s, err := measure(p, ks, ps, o)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.label, err)
 			}
-			results[p.key] = append(results[p.key], s)
+			rep.results[p.key] = append(rep.results[p.key], s)
 		}
 		// The audit log gets a line per call; keep it from growing across
 		// runs (the kernel appends, so truncating under it is safe).
-		os.Truncate(kern.audit, 0)
+		os.Truncate(ks.ref.audit, 0)
 	}
-	rep := report{opts: o, peers: peers, results: results, loadStart: loadStart, loadEnd: loadavg()}
 	for i, name := range floorNames {
 		rep.spawns = append(rep.spawns, spawnFloor{name, median(floors[i]), median(floorFaults[i])})
 	}
 	rep.fault = median(faults)
-	var p50, p99 []time.Duration
-	var rates []float64
-	for _, h := range hops {
-		p50, p99, rates = append(p50, h.p50), append(p99, h.p99), append(rates, h.rate)
-	}
-	rep.hop = callStats{p50: median(p50), p99: median(p99), rate: median(rates)}
+	rep.decode, rep.valid = median(decodes), median(valids)
+	rep.loadEnd = loadavg()
 	if !o.markdown {
 		rep.tables(out)
 		return nil
@@ -205,29 +229,45 @@ func run(o options, out io.Writer) error {
 	return rep.document(out)
 }
 
-// measure runs one peer through everything once.
-func measure(p peer, kernelSock string, synthSock map[int]string, o options) (sample, error) {
-	cold, u, err := coldStart(p, kernelSock, o.cold)
+// measure runs one peer through everything once. echo does what it can:
+// cold starts, calls and payloads, each answered with itself.
+func measure(p peer, ks kernels, ps payloads, o options) (sample, error) {
+	s := sample{listFirst: map[int]time.Duration{}, payload: map[payloadKey]payloadStats{}, rssLoad: map[int]int64{}}
+	cold, u, err := coldStart(p, ks.synth[catalogueSizes[0]], o.cold)
 	if err != nil {
-		return sample{}, fmt.Errorf("cold start: %w", err)
+		return s, fmt.Errorf("cold start: %w", err)
 	}
-	s := sample{cold: cold, coldFault: u.faults, coldRSS: u.rss, listFirst: map[int]time.Duration{}}
-	ref := callTarget{socket: kernelSock, tool: "files.read", args: `{"path":"/` + noteName + `"}`, want: noteContent}
-	s.ref, s.rssCalls, err = calls(p, ref, o.load)
+	s.cold, s.coldFault, s.coldRSS = cold, u.faults, u.rss
+	syn := callTarget{socket: ks.synth[catalogueSizes[0]], tool: synth.FirstTool, args: `{"query":"relay"}`, want: synth.Answer}
+	if p.echo {
+		syn.want = ""
+	}
+	s.synth, s.rssCalls, err = calls(p, syn, o.load)
 	if err != nil {
-		return sample{}, fmt.Errorf("calls through the reference kernel: %w", err)
+		return s, fmt.Errorf("calls through the synthetic kernel: %w", err)
 	}
+	for _, n := range payloadSizes {
+		if err := payloadSession(p, ks.payload, ps, n, o.payloadReps, payloadKinds, &s); err != nil {
+			return s, fmt.Errorf("payloads: %w", err)
+		}
+	}
+	if p.echo {
+		return s, nil
+	}
+	if s.coldRef, _, err = coldStart(p, ks.ref.socket, o.cold); err != nil {
+		return s, fmt.Errorf("cold start, reference kernel: %w", err)
+	}
+	ref := callTarget{socket: ks.ref.socket, tool: "files.read", args: `{"path":"/` + noteName + `"}`, want: noteContent}
 	var rss int64
-	syn := callTarget{socket: synthSock[catalogueSizes[0]], tool: synth.FirstTool, args: `{"query":"relay"}`, want: synth.Answer}
-	s.synth, rss, err = calls(p, syn, o.load)
+	s.ref, rss, err = calls(p, ref, o.load)
 	if err != nil {
-		return sample{}, fmt.Errorf("calls through the synthetic kernel: %w", err)
+		return s, fmt.Errorf("calls through the reference kernel: %w", err)
 	}
 	s.rssCalls = max(s.rssCalls, rss)
 	for _, n := range catalogueSizes {
-		first, again, u, err := listTimes(p, synthSock[n], n)
+		first, again, u, err := listTimes(p, ks.synth[n], n)
 		if err != nil {
-			return sample{}, fmt.Errorf("tools/list of %d: %w", n, err)
+			return s, fmt.Errorf("tools/list of %d: %w", n, err)
 		}
 		s.listFirst[n] = first
 		s.listAgain = again
@@ -333,9 +373,22 @@ type kernelProc struct {
 	socket, audit string
 }
 
+// kernelConfig grants every integration all the file tools over the
+// root: reads for the calls, and writes so that files.write is in the
+// catalogue for the decode measurement (kernelDecode), whose calls are
+// refused before anything is written.
+const kernelConfig = `[files]
+root = "root"
+
+[[grant]]
+subject = "integration:*"
+resource = "files:/"
+descendants = true
+actions = ["read", "list", "search", "write"]
+`
+
 // startKernel runs the reference kernel over a root holding the note, with
-// its default grants (read-only files to every integration), and waits
-// until its socket accepts.
+// kernelConfig's grants, and waits until its socket accepts.
 func startKernel(bin, work string) (*kernelProc, error) {
 	root := filepath.Join(work, "root")
 	if err := os.Mkdir(root, 0o700); err != nil {
@@ -344,8 +397,12 @@ func startKernel(bin, work string) (*kernelProc, error) {
 	if err := os.WriteFile(filepath.Join(root, noteName), []byte(noteContent), 0o600); err != nil {
 		return nil, err
 	}
+	config := filepath.Join(work, "kernel.toml")
+	if err := os.WriteFile(config, []byte(kernelConfig), 0o600); err != nil {
+		return nil, err
+	}
 	k := &kernelProc{socket: filepath.Join(work, "k.sock"), audit: filepath.Join(work, "audit.jsonl")}
-	k.cmd = exec.Command(bin, "kernel", "--root", root, "--socket", k.socket, "--audit", k.audit, "--log-level", "error")
+	k.cmd = exec.Command(bin, "kernel", "--config", config, "--root", root, "--socket", k.socket, "--audit", k.audit, "--log-level", "error")
 	k.cmd.Stderr = os.Stderr
 	if err := k.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start kernel: %w", err)

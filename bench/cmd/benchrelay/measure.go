@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/sharedos/sharedos-mcp/bench/internal/synth"
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 )
 
 // peer is one way of serving the same kernel to an MCP client. command is
@@ -16,11 +19,13 @@ type peer struct {
 	key, label string
 	command    func(socket string) *exec.Cmd
 	size       int64 // bytes on disk to run it; 0 when not applicable
+	echo       bool  // bench/cmd/echo: answers every line with itself
 }
 
 // sample is what one run measured for one peer.
 type sample struct {
-	cold      time.Duration         // median of this run's cold starts
+	cold      time.Duration         // median of this run's cold starts, synthetic kernel
+	coldRef   time.Duration         // the same against the reference kernel
 	listFirst map[int]time.Duration // catalogue size → first tools/list
 	listAgain time.Duration         // a second tools/list of the largest catalogue
 	ref       callStats             // calls through the reference kernel
@@ -30,6 +35,34 @@ type sample struct {
 	coldFault int64                 // minor page faults of a session ended after initialize
 	coldRSS   int64                 // peak RSS of such a session, bytes
 	listFault int64                 // minor page faults of the largest catalogue's session
+	payload   map[payloadKey]payloadStats
+	rssLoad   map[int]int64 // payload size → peak RSS of the session relaying it
+}
+
+// payloadKind is which way a payload crosses the relay.
+type payloadKind int
+
+const (
+	argument payloadKind = iota
+	resultContent
+	resultOutput
+)
+
+var payloadKinds = []payloadKind{argument, resultContent, resultOutput}
+
+func (k payloadKind) String() string {
+	return [...]string{"argument", "result as `content`", "result as `output`"}[k]
+}
+
+type payloadKey struct {
+	kind payloadKind
+	size int
+}
+
+// payloadStats is one payload call measured in one session.
+type payloadStats struct {
+	first time.Duration // the first call of its kind in the session
+	warm  time.Duration // the median of the calls after it
 }
 
 // Request lines. The MCP client negotiates 2025-06-18, which every peer
@@ -80,7 +113,8 @@ func kernelCall(t callTarget, hash string) caller {
 // open starts a session with p against the kernel at socket and gets it
 // ready for tools requests. For the direct client that is hello; for an
 // MCP peer it is spawn, initialize and initialized. cold is the time until
-// the first answer.
+// the first answer. echo answers initialize with itself, which the
+// harness takes as an answer as well.
 func open(p peer, socket string) (c *conn, cold time.Duration, done func() (usage, error), err error) {
 	if p.command == nil {
 		start := time.Now()
@@ -102,8 +136,10 @@ func open(p peer, socket string) (c *conn, cold time.Duration, done func() (usag
 		return nil, 0, nil, s.fail(fmt.Errorf("initialize: %w", err))
 	}
 	cold = time.Since(s.start)
-	if err := s.send([]byte(mcpInitialized)); err != nil {
-		return nil, 0, nil, s.fail(err)
+	if !p.echo {
+		if err := s.send([]byte(mcpInitialized)); err != nil {
+			return nil, 0, nil, s.fail(err)
+		}
 	}
 	return s.conn, cold, s.close, nil
 }
@@ -165,11 +201,26 @@ func checkToolCount(result json.RawMessage, want int) error {
 	return nil
 }
 
+// catalogHash is what the direct client must send with every call, as a
+// relay would: the kernel refuses a call without this turn's hash.
+func catalogHash(c *conn) (string, error) {
+	a, _, err := c.roundTrip(2, kernelList(2))
+	if err != nil {
+		return "", err
+	}
+	var r struct{ CatalogHash string }
+	if err := json.Unmarshal(a.Result, &r); err != nil || r.CatalogHash == "" {
+		return "", fmt.Errorf("tools.list gave no catalogHash: %v", err)
+	}
+	return r.CatalogHash, nil
+}
+
 // callLoad is the call part of a run's plan.
 type callLoad struct{ warmup, sequential, pipelined int }
 
 // calls measures sequential round trips and pipelined throughput in one
-// session against t. Every answer must contain t.want.
+// session against t. Every answer must contain t.want (echo's answers are
+// the requests: it is given an empty want).
 func calls(p peer, t callTarget, load callLoad) (s callStats, rss int64, err error) {
 	c, _, done, err := open(p, t.socket)
 	if err != nil {
@@ -184,15 +235,11 @@ func calls(p peer, t callTarget, load callLoad) (s callStats, rss int64, err err
 	}()
 	call := mcpCall(t)
 	if p.command == nil {
-		a, _, err := c.roundTrip(2, kernelList(2))
+		hash, err := catalogHash(c)
 		if err != nil {
 			return s, 0, err
 		}
-		var r struct{ CatalogHash string }
-		if err := json.Unmarshal(a.Result, &r); err != nil || r.CatalogHash == "" {
-			return s, 0, fmt.Errorf("tools.list gave no catalogHash: %v", err)
-		}
-		call = kernelCall(t, r.CatalogHash)
+		call = kernelCall(t, hash)
 	}
 	id := 10
 	seq := make([]time.Duration, 0, load.sequential)
@@ -253,6 +300,154 @@ func pipeline(c *conn, call caller, want string, firstID, n int) (rate float64, 
 		return 0, false, err
 	}
 	return float64(n) / elapsed.Seconds(), inOrder, nil
+}
+
+// payloads holds the payload strings (synth.PayloadString) by size, built
+// once per run of the harness.
+type payloads map[int][]byte
+
+func (ps payloads) get(n int) []byte {
+	if _, ok := ps[n]; !ok {
+		ps[n] = synth.PayloadString(n)
+	}
+	return ps[n]
+}
+
+// payloadCall renders the id-th call of kind k with a payload of n bytes,
+// in pieces, so that a payload is written from the one copy the harness
+// keeps. hash is "" for an MCP peer and the turn's catalogHash for the
+// direct client.
+func (ps payloads) call(k payloadKind, n int, hash string) func(id int) [][]byte {
+	var args [][]byte
+	switch k {
+	case argument:
+		args = [][]byte{[]byte(`{"text":`), ps.get(n), []byte(`}`)}
+	case resultContent, resultOutput:
+		shape := map[payloadKind]string{resultContent: synth.ShapeContent, resultOutput: synth.ShapeOutput}[k]
+		args = [][]byte{[]byte(`{"result":"` + shape + `","bytes":` + strconv.Itoa(n) + `}`)}
+	}
+	return func(id int) [][]byte {
+		n := strconv.Itoa(id)
+		if hash == "" {
+			head := `{"jsonrpc":"2.0","id":` + n + `,"method":"tools/call","params":{"name":"` + synth.PayloadTool + `","arguments":`
+			return slices.Concat([][]byte{[]byte(head)}, args, [][]byte{[]byte("}}\n")})
+		}
+		head := `{"jsonrpc":"2.0","id":` + n + `,"method":"tools.invoke","params":{"callId":"c` + n + `","tool":"` + synth.PayloadTool + `","arguments":`
+		return slices.Concat([][]byte{[]byte(head)}, args, [][]byte{[]byte(`,"catalogHash":"` + hash + `"}}` + "\n")})
+	}
+}
+
+// payloadTrip writes one request in pieces and reads its answer, which
+// must have the request's id and no error. It returns the time from the
+// first write to the answer's last byte, and the answer line (valid until
+// the next read).
+//
+// The request is written while the answer is read, as a harness would: a
+// peer that streams (echo) answers before the request is all written, and
+// neither side's pipe holds a whole payload.
+func (c *conn) payloadTrip(id int, pieces [][]byte) (time.Duration, []byte, error) {
+	start := time.Now()
+	werr := make(chan error, 1)
+	go func() {
+		for _, p := range pieces {
+			c.w.Write(p)
+		}
+		werr <- c.w.Flush()
+	}()
+	for {
+		line, err := c.r.ReadLine()
+		d := time.Since(start)
+		if err != nil {
+			return d, nil, err
+		}
+		m, err := jsonrpc.ParseEnvelope(line)
+		if err != nil {
+			return d, nil, fmt.Errorf("unreadable answer %.200q: %w", line, err)
+		}
+		if m.ID == nil {
+			continue // a notification
+		}
+		if err := <-werr; err != nil {
+			return d, nil, err
+		}
+		if string(m.ID) != strconv.Itoa(id) {
+			return d, nil, fmt.Errorf("answer to id %s arrived while waiting for %d", m.ID, id)
+		}
+		if m.Error != nil {
+			return d, nil, fmt.Errorf("payload call %d answered with an error: %.300s", id, m.Error)
+		}
+		return d, line, nil
+	}
+}
+
+// payloadSession relays calls of the given kinds with a payload of n bytes
+// in one session of p against the payload kernel: per kind, one call and
+// then reps more. An echo session sends the argument calls alone, which it
+// answers with the same bytes.
+func payloadSession(p peer, socket string, ps payloads, n, reps int, kinds []payloadKind, s *sample) error {
+	c, _, done, err := open(p, socket)
+	if err != nil {
+		return err
+	}
+	hash := ""
+	if p.command == nil {
+		if hash, err = catalogHash(c); err != nil {
+			done()
+			return err
+		}
+	}
+	if p.echo {
+		kinds = []payloadKind{argument}
+	}
+	id := 10
+	for _, k := range kinds {
+		call := ps.call(k, n, hash)
+		ds := make([]time.Duration, 0, reps)
+		var first time.Duration
+		for i := range reps + 1 {
+			id++
+			pieces := call(id)
+			d, line, err := c.payloadTrip(id, pieces)
+			if err == nil {
+				err = checkPayloadAnswer(p, k, n, pieces, line)
+			}
+			if err != nil {
+				done()
+				return fmt.Errorf("%s of %d bytes: %w", k, n, err)
+			}
+			if i == 0 {
+				first = d
+			} else {
+				ds = append(ds, d)
+			}
+		}
+		s.payload[payloadKey{k, n}] = payloadStats{first: first, warm: median(ds)}
+	}
+	u, err := done()
+	s.rssLoad[n] = u.rss
+	return err
+}
+
+// checkPayloadAnswer checks that a payload call succeeded: an argument
+// came back as Answer, a result as at least n bytes, an echo as the line
+// sent.
+func checkPayloadAnswer(p peer, k payloadKind, n int, sent [][]byte, line []byte) error {
+	if p.echo {
+		if want := len(bytes.Join(sent, nil)) - 1; len(line) != want {
+			return fmt.Errorf("echo answered %d bytes, want %d", len(line), want)
+		}
+		return nil
+	}
+	if bytes.Contains(line, []byte(`"isError":true`)) {
+		return fmt.Errorf("call failed: %.300s", line)
+	}
+	if k == argument && !bytes.Contains(line, []byte(synth.Answer)) {
+		return fmt.Errorf("answered %.300s", line)
+	}
+	if k != argument && len(line) < n {
+		return fmt.Errorf("answered %d bytes for a result of %d", len(line), n)
+	}
+	return nil
 }
 
 func median[T int64 | float64 | time.Duration](xs []T) T {

@@ -3,9 +3,11 @@ package synth
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -13,19 +15,26 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernelclient"
+	"github.com/sharedos/sharedos-mcp/policy"
 	"github.com/sharedos/sharedos-mcp/shim"
 )
 
 // session starts serve in process against a synthetic kernel serving
-// tools, with pipes for stdin and stdout.
+// Tools(tools), with pipes for stdin and stdout.
 func session(b *testing.B, tools int) (in *io.PipeWriter, out *jsonrpc.Reader, stop func()) {
+	return sessionOf(b, Tools(tools))
+}
+
+// sessionOf is session for any catalogue.
+func sessionOf(b *testing.B, tools []json.RawMessage) (in *io.PipeWriter, out *jsonrpc.Reader, stop func()) {
 	dir, err := os.MkdirTemp("", "syn")
 	if err != nil {
 		b.Fatal(err)
 	}
 	sock := filepath.Join(dir, "k.sock")
-	k, err := Listen(sock, Tools(tools))
+	k, err := Listen(sock, tools)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,4 +123,125 @@ func BenchmarkFirstList512(b *testing.B) {
 		end()
 		b.StartTimer()
 	}
+}
+
+// payloadSize is the payload the targets name (issue 17).
+const payloadSize = 4 << 20
+
+// BenchmarkPayloadArgument4MiB is one tools/call whose arguments carry a
+// 4 MiB string, through serve in process to a kernel that answers it at
+// once: what serve does per byte on the way to the kernel.
+func BenchmarkPayloadArgument4MiB(b *testing.B) {
+	in, out, stop := sessionOf(b, PayloadTools())
+	defer stop()
+	payload := PayloadString(payloadSize)
+	b.SetBytes(payloadSize)
+	b.ReportAllocs()
+	id := 0
+	for b.Loop() {
+		id++
+		in.Write(slices.Concat([]byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"`+PayloadTool+`","arguments":{"text":`), payload, []byte("}}}\n")))
+		line, err := out.ReadLine()
+		if err != nil || !bytes.Contains(line, []byte(Answer)) {
+			b.Fatalf("answer %.200q, %v", line, err)
+		}
+	}
+}
+
+// BenchmarkPayloadContent4MiB is one tools/call answered with a 4 MiB
+// text block in content: what serve does per byte on the way back.
+func BenchmarkPayloadContent4MiB(b *testing.B) { benchmarkPayloadResult(b, ShapeContent) }
+
+// BenchmarkPayloadOutput4MiB is the same with the 4 MiB in output, which
+// serve turns into one text block.
+func BenchmarkPayloadOutput4MiB(b *testing.B) { benchmarkPayloadResult(b, ShapeOutput) }
+
+func benchmarkPayloadResult(b *testing.B, shape string) {
+	in, out, stop := sessionOf(b, PayloadTools())
+	defer stop()
+	id := 0
+	call := func() {
+		id++
+		in.Write([]byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"` + PayloadTool + `","arguments":{"result":"` + shape + `","bytes":` + strconv.Itoa(payloadSize) + `}}}` + "\n"))
+		line, err := out.ReadLine()
+		if err != nil || len(line) < payloadSize || bytes.Contains(line, []byte(`"isError":true`)) {
+			b.Fatalf("answer %.200q, %v", line, err)
+		}
+	}
+	call() // the kernel encodes the payload once, outside the timing
+	b.SetBytes(payloadSize)
+	b.ReportAllocs()
+	for b.Loop() {
+		call()
+	}
+}
+
+// BenchmarkReferenceKernelArgument4MiB is the reference kernel, in
+// process, decoding a files.write whose content is a 4 MiB string, from
+// the socket line to the tool's arguments: the call is refused too_large
+// once they are decoded, before anything is written. Compare it with
+// BenchmarkJSONValid4MiB (issue 17: at most 3×).
+func BenchmarkReferenceKernelArgument4MiB(b *testing.B) {
+	dir, err := os.MkdirTemp("", "rk")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	audit, err := kernel.OpenAuditLog(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer audit.Close()
+	ln, err := kernel.Listen(filepath.Join(dir, "k.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &kernel.Server{Root: dir, Audit: audit, Log: zerolog.Nop(), Grants: []policy.Grant{{
+		Subject: policy.SubjectWildcard, Resource: policy.Resource{Namespace: "files", Path: "/"}, Descendants: true,
+		Actions: []string{policy.ActionWrite},
+	}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	c, err := kernelclient.Dial(kernelclient.Options{Socket: filepath.Join(dir, "k.sock"), KernelUID: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Hello(ctx, kproto.HelloParams{Name: "bench", Shim: kproto.Peer{Version: "0"}}); err != nil {
+		b.Fatal(err)
+	}
+	list, err := c.List(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := kproto.InvokeParams{Tool: "files.write", Arguments: payloadArguments(), CatalogHash: list.CatalogHash}
+	b.SetBytes(payloadSize)
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := c.Invoke(ctx, p)
+		if err != nil || res.Code != "too_large" {
+			b.Fatalf("files.write answered %+v, %v", res, err)
+		}
+	}
+}
+
+// BenchmarkJSONValid4MiB is json.Valid over the arguments of
+// BenchmarkReferenceKernelArgument4MiB: the floor of decoding them.
+func BenchmarkJSONValid4MiB(b *testing.B) {
+	args := payloadArguments()
+	b.SetBytes(payloadSize)
+	for b.Loop() {
+		if !json.Valid(args) {
+			b.Fatal("not JSON")
+		}
+	}
+}
+
+func payloadArguments() json.RawMessage {
+	return slices.Concat([]byte(`{"path":"/no such dir/x","content":`), PayloadString(payloadSize), []byte(`}`))
 }
