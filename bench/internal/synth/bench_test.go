@@ -215,15 +215,19 @@ func BenchmarkReferenceKernelArgument4MiB(b *testing.B) {
 	if _, err := c.Hello(ctx, kproto.HelloParams{Name: "bench", Shim: kproto.Peer{Version: "0"}}); err != nil {
 		b.Fatal(err)
 	}
-	list, err := c.List(ctx)
+	_, hash, err := c.Catalogue(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := kproto.InvokeParams{Tool: "files.write", Arguments: payloadArguments(), CatalogHash: list.CatalogHash}
+	p := kproto.InvokeParams{Tool: "files.write", Arguments: payloadArguments(), CatalogHash: hash}
 	b.SetBytes(payloadSize)
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := c.Invoke(ctx, p)
+		call, err := c.StartInvoke(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := (<-call.Answer()).Invoke()
 		if err != nil || res.Code != "too_large" {
 			b.Fatalf("files.write answered %+v, %v", res, err)
 		}
