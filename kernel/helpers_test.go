@@ -260,6 +260,9 @@ func (c *testClient) call(method string, params any) jsonrpc.Message {
 	c.t.Helper()
 	id := c.send(method, params)
 	m := c.recv()
+	for m.Method == kproto.MethodProgress { // a long call reports progress before its answer
+		m = c.recv()
+	}
 	if string(m.ID) != strconv.Itoa(id) {
 		c.t.Fatalf("answer id %s, want %d", m.ID, id)
 	}
