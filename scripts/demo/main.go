@@ -1,8 +1,10 @@
-// Command demo runs the quickstart: the reference kernel on its embedded
-// default (a directory served read-only to every integration) and one
-// scripted MCP session through the shim, then prints the audit record.
+// Command demo runs the quickstart: the reference kernel under the
+// example config's grants, serving a copy of the demo tree, and one
+// scripted MCP session through the shim that shows what the grants allow
+// and refuse; then the audit record of that turn, in call order, and its
+// hash chain.
 //
-//	go run ./scripts/demo [-bin ./sharedos-mcp] [-root testdata/kernel/demo-root]
+//	go run ./scripts/demo [-bin ./sharedos-mcp]
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,26 +25,48 @@ import (
 
 func main() {
 	bin := flag.String("bin", "", "the sharedos-mcp binary (default: build one)")
-	root := flag.String("root", "testdata/kernel/demo-root", "the directory the kernel serves")
 	flag.Parse()
-	if err := run(*bin, *root, os.Stdout); err != nil {
+	if err := run(*bin, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "demo: error: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-// session is what the scripted harness sends: the handshake, the
-// catalogue, one call the default grant allows and two it does not.
+const (
+	config   = "testdata/kernel/example.toml"
+	demoTree = "testdata/kernel/demo-root"
+)
+
+// session is what the scripted harness sends, as claude-code: the
+// handshake and the catalogue; a read and a write the grants allow; a
+// write they refuse; a link that leads out of the root; the written file
+// read back (calls take effect in the order they arrive); an escalation,
+// and a call after it.
 var session = []string{
 	`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"demo","version":"1"}}}`,
 	`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 	`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 	`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/docs/README.md"}}}`,
-	`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"files.write","arguments":{"path":"/docs/README.md","content":"overwritten"}}}`,
-	`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/../../etc/passwd"}}}`,
+	`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"files.write","arguments":{"path":"/docs/drafts/plan.md","content":"step 1: ask before touching /docs\n"}}}`,
+	`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"files.write","arguments":{"path":"/docs/README.md","content":"overwritten"}}}`,
+	`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/docs/outside"}}}`,
+	`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/docs/drafts/plan.md"}}}`,
+	`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"sharedos.escalate","arguments":{"reason":"The README needs a change I may not make."}}}`,
+	`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/docs/README.md"}}}`,
 }
 
-func run(bin, root string, out io.Writer) error {
+// what says, per request id, what the demo shows with it.
+var what = map[int]string{
+	3: "read a file under /docs (granted)",
+	4: "write under /docs/drafts (granted until 2027)",
+	5: "write /docs/README.md (only read is granted there)",
+	6: "read /docs/outside, a link to a file outside the root",
+	7: "read back what #4 wrote (calls take effect in arrival order)",
+	8: "escalate to a person",
+	9: "any call after the escalation",
+}
+
+func run(bin string, out io.Writer) error {
 	tmp, err := os.MkdirTemp("", "smcp-demo")
 	if err != nil {
 		return err
@@ -49,15 +74,34 @@ func run(bin, root string, out io.Writer) error {
 	defer os.RemoveAll(tmp)
 	if bin == "" {
 		bin = filepath.Join(tmp, "sharedos-mcp")
-		fmt.Fprintln(out, "# building sharedos-mcp")
-		if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build: %v\n%s", err, b)
+		if err := build(bin, out); err != nil {
+			return err
 		}
+	}
+	root := filepath.Join(tmp, "demo-root")
+	if err := copyTree(demoTree, root); err != nil {
+		return fmt.Errorf("copy the demo tree: %w", err)
+	}
+	secret := filepath.Join(tmp, "outside-the-root.txt")
+	if err := os.WriteFile(secret, []byte("nobody granted this\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.Symlink(secret, filepath.Join(root, "docs", "outside")); err != nil {
+		return err
 	}
 	sock := filepath.Join(tmp, "kernel.sock")
 	audit := filepath.Join(tmp, "audit.jsonl")
 
-	args := []string{"kernel", "--root", root, "--socket", sock, "--audit", audit}
+	check := []string{"kernel", "check", "--config", config, "--root", root}
+	fmt.Fprintf(out, "$ sharedos-mcp %s   # what each integration may do\n", strings.Join(check, " "))
+	b, err := exec.Command(bin, check...).CombinedOutput()
+	out.Write(b)
+	if err != nil {
+		return fmt.Errorf("kernel check: %w", err)
+	}
+
+	args := []string{"kernel", "--config", config, "--root", root, "--socket", sock, "--audit", audit, "--log-level", "warn"}
+	fmt.Fprintln(out)
 	fmt.Fprintf(out, "$ sharedos-mcp %s\n", strings.Join(args, " "))
 	kernel := exec.Command(bin, args...)
 	kstderr, err := kernel.StderrPipe()
@@ -75,8 +119,8 @@ func run(bin, root string, out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(out, "\n$ sharedos-mcp serve --integration demo --socket %s   # a scripted harness on stdin\n", sock)
-	serve := exec.Command(bin, "serve", "--integration", "demo", "--socket", sock)
+	fmt.Fprintf(out, "\n$ sharedos-mcp serve --integration claude-code --socket %s   # a scripted harness on stdin\n", sock)
+	serve := exec.Command(bin, "serve", "--integration", "claude-code", "--socket", sock)
 	serve.Stdin = strings.NewReader(strings.Join(session, "\n") + "\n")
 	serve.Stderr = os.Stderr
 	answers, err := serve.Output()
@@ -89,10 +133,67 @@ func run(bin, root string, out io.Writer) error {
 		}
 	}
 
-	fmt.Fprintf(out, "\n$ sharedos-mcp audit --file %s\n", audit)
+	fmt.Fprintf(out, "\n$ sharedos-mcp audit --file %s   # the turn, each call in its place\n", audit)
 	table, err := exec.Command(bin, "audit", "--file", audit).CombinedOutput()
 	out.Write(table)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n$ sharedos-mcp audit verify --file %s\n", audit)
+	verify, err := exec.Command(bin, "audit", "verify", "--file", audit).CombinedOutput()
+	out.Write(verify)
 	return err
+}
+
+// build builds the binary, saying every few seconds that it still is:
+// the first build of a fresh checkout fetches and compiles every module.
+func build(bin string, out io.Writer) error {
+	fmt.Fprintln(out, "# building sharedos-mcp (the first build also downloads and compiles its modules)")
+	start := time.Now()
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	var b strings.Builder
+	cmd.Stdout, cmd.Stderr = &b, &b
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("go build: %v\n%s", err, b.String())
+			}
+			fmt.Fprintf(out, "# built in %.1fs\n\n", time.Since(start).Seconds())
+			return nil
+		case <-tick.C:
+			fmt.Fprintf(out, "#   still building (%.0fs)\n", time.Since(start).Seconds())
+		}
+	}
+}
+
+// copyTree copies the regular files and directories of src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	})
 }
 
 // waitListening echoes the kernel's start-up lines until it says it
@@ -170,13 +271,13 @@ func describe(out io.Writer, line string) error {
 		if len(r.Content) > 0 {
 			json.Unmarshal([]byte(r.Content[0].Text), &refusal)
 		}
-		fmt.Fprintf(out, "  #%d tools/call: %s (%s): %s\n", m.ID, r.Meta["sharedos/status"], r.Meta["sharedos/code"], refusal.Message)
+		fmt.Fprintf(out, "  #%d %s\n     tools/call: %s (%s): %s\n", m.ID, what[m.ID], r.Meta["sharedos/status"], r.Meta["sharedos/code"], refusal.Message)
 	default:
 		text := ""
 		if len(r.Content) > 0 {
 			text, _, _ = strings.Cut(r.Content[0].Text, "\n")
 		}
-		fmt.Fprintf(out, "  #%d tools/call: allowed: %q…\n", m.ID, text)
+		fmt.Fprintf(out, "  #%d %s\n     tools/call: allowed: %q\n", m.ID, what[m.ID], text)
 	}
 	return nil
 }
