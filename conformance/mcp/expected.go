@@ -19,11 +19,10 @@ var kinds = map[string]string{
 	"not-offered": "a capability the shim does not offer",
 	"fixture":     "a fixture tool the suite expects",
 	"bridge":      "a check of the bridge itself",
-	"shim-work":   "expected to be fixed by the shim work (issue 13)",
 }
 
 // kindOrder is the order RESULTS.md groups expected failures in.
-var kindOrder = []string{"shim-work", "not-offered", "fixture", "bridge"}
+var kindOrder = []string{"not-offered", "fixture", "bridge"}
 
 // expectation is why one listed check fails.
 type expectation struct {
