@@ -307,13 +307,10 @@ func jsRank(key []byte, seq int) uint64 {
 // stringValue appends the canonical form of the string at the lexer's
 // position.
 func (c *canonicalizer) stringValue() error {
-	l := &c.lx
-	start := l.Pos()
-	escaped, err := l.String()
+	raw, escaped, err := c.lx.String()
 	if err != nil {
 		return err
 	}
-	raw := l.Src()[start:l.Pos()]
 	if !escaped {
 		// Nothing JSON.stringify escapes can appear unescaped in JSON
 		// text, so the text is already canonical.

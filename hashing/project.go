@@ -458,12 +458,11 @@ func (c *canonicalizer) stringField(field string) (span [2]int, err error) {
 	if l.Peek() != '"' {
 		return span, fmt.Errorf("%s: want a string, have %s", field, l.Describe())
 	}
-	start := l.Pos()
-	escaped, err := l.String()
+	raw, escaped, err := l.String()
 	if err != nil {
 		return span, fmt.Errorf("%s: %w", field, err)
 	}
-	body := l.Src()[start+1 : l.Pos()-1]
+	body := raw[1 : len(raw)-1]
 	span[0] = len(c.fields)
 	if escaped {
 		c.fields = jsonlex.AppendUnescaped(c.fields, body, jsonlex.KeepSurrogates)

@@ -169,7 +169,7 @@ func (l *Lexer) Describe() string {
 func (l *Lexer) Skip() error {
 	switch b := l.Peek(); {
 	case b == '"':
-		_, err := l.String()
+		_, _, err := l.String()
 		return err
 	case b == '{' || b == '[':
 		more, err := l.Open()
@@ -216,21 +216,7 @@ func (l *Lexer) Open() (more bool, err error) {
 // not, key[1:len(key)-1] is its value byte for byte, in the UTF-8 the
 // options allowed).
 func (l *Lexer) Key() (key []byte, escaped bool, err error) {
-	if l.pos >= len(l.src) || l.src[l.pos] != '"' {
-		return nil, false, l.Want("a string key")
-	}
-	start := l.pos
-	if escaped, err = l.String(); err != nil {
-		return nil, false, err
-	}
-	key = l.src[start:l.pos]
-	l.Space()
-	if l.pos >= len(l.src) || l.src[l.pos] != ':' {
-		return nil, false, l.Want("':'")
-	}
-	l.pos++
-	l.Space()
-	return key, escaped, nil
+	return l.str(true)
 }
 
 // Next moves past the whitespace after a member or element of the
@@ -257,10 +243,22 @@ func (l *Lexer) Next(closing byte) (more bool, err error) {
 	return false, l.Want("',' or ']'")
 }
 
-// String moves past the string at the lexer's position (its opening
-// quote) and reports whether it holds escapes.
-func (l *Lexer) String() (escaped bool, err error) {
-	src, i, stop := l.src, l.pos+1, l.stop
+// String moves past the string at the lexer's position and returns it
+// as written, quotes included; escaped reports whether it holds escapes
+// (see Key).
+func (l *Lexer) String() (raw []byte, escaped bool, err error) {
+	return l.str(false)
+}
+
+// str reads the string at the lexer's position and returns it, quotes
+// included. For a key it also moves past the ':' after it and the
+// whitespace around that: one call, not two, for each member.
+func (l *Lexer) str(key bool) (raw []byte, escaped bool, err error) {
+	src, start, stop := l.src, l.pos, l.stop
+	if key && (start >= len(src) || src[start] != '"') {
+		return nil, false, l.Want("a string key")
+	}
+	i := start + 1
 	for {
 		i = SkipPlain(src, i, stop)
 		if i >= len(src) {
@@ -268,7 +266,14 @@ func (l *Lexer) String() (escaped bool, err error) {
 		}
 		if b := src[i]; b == '"' {
 			l.pos = i + 1
-			return escaped, nil
+			if key {
+				if l.Space(); l.pos >= len(src) || src[l.pos] != ':' {
+					return nil, false, l.Want("':'")
+				}
+				l.pos++
+				l.Space()
+			}
+			return src[start : i+1], escaped, nil
 		} else if b == '\\' && i+1 < len(src) {
 			switch src[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -290,10 +295,10 @@ func (l *Lexer) String() (escaped bool, err error) {
 		}
 		break
 	}
-	return false, l.stringError(i)
+	return nil, false, l.stringError(i)
 }
 
-// stringError is the error for a string that String could not read past
+// stringError is the error for a string that str could not read past
 // src[i].
 func (l *Lexer) stringError(i int) error {
 	src := l.src

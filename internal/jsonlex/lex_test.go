@@ -56,14 +56,14 @@ func compact(src []byte, o Options, sur Surrogates) (out []byte, strs [][]byte, 
 			out = append(out, b+2)
 			return nil
 		case '"':
-			escaped, err := l.String()
+			raw, escaped, err := l.String()
 			if err != nil {
 				return err
 			}
-			str(l.Src()[start:l.Pos()])
-			if escaped != bytes.ContainsRune(l.Src()[start:l.Pos()], '\\') {
-				return errors.New("escaped is wrong")
+			if !bytes.Equal(raw, l.Src()[start:l.Pos()]) || escaped != bytes.ContainsRune(raw, '\\') {
+				return errors.New("String is wrong")
 			}
+			str(raw)
 			return nil
 		}
 		if b == '-' || '0' <= b && b <= '9' {

@@ -68,7 +68,7 @@ func DecodeString(raw []byte) (string, error) {
 	// read past its end.
 	var l jsonlex.Lexer
 	l.Reset(raw, wire)
-	if _, err := l.String(); err != nil {
+	if _, _, err := l.String(); err != nil {
 		return "", err
 	}
 	if l.Pos() != len(raw) {
