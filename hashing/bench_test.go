@@ -96,3 +96,19 @@ func BenchmarkAppendMCP512(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCanonicalJSON canonicalises one realistic definition, a
+// pretty-printed one as an operator might write it.
+func BenchmarkCanonicalJSON(b *testing.B) {
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, realisticCatalogue(1)[0], "", "  "); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(pretty.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := CanonicalJSON(pretty.Bytes()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,9 +1,10 @@
 package hashing
 
 import (
-	"math/bits"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
 
 // Strings inside this package are WTF-8: valid UTF-8, except that a lone
@@ -53,14 +54,6 @@ func decodeWTF8[T ~string | ~[]byte](s T, i int) (r rune, size int) {
 
 func isSurrogate(r rune) bool { return r >= 0xD800 && r <= 0xDFFF }
 
-// appendWTF8 appends r, which may be a lone surrogate, in WTF-8.
-func appendWTF8(dst []byte, r rune) []byte {
-	if isSurrogate(r) {
-		return append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
-	}
-	return utf8.AppendRune(dst, r)
-}
-
 // validWTF8 reports whether s holds nothing but valid UTF-8 and lone
 // surrogates, and returns its length in UTF-16 code units, the unit the
 // reference's length limits count.
@@ -88,81 +81,36 @@ const hexDigits = "0123456789abcdef"
 
 // appendQuoted appends s as ECMAScript JSON.stringify writes a string:
 // only '"', '\\' and U+0000–U+001F are escaped (with the short forms where
-// there is one, else \u00xx in lowercase hex), lone surrogates as \udxxx,
-// everything else raw, including U+2028, U+2029 and '<', '>', '&'. A byte
-// that is not even WTF-8 cannot come from JSON text; it is written as
-// U+FFFD, what a JavaScript decoder would have turned it into.
+// there is one, else \u00xx in lowercase hex: jsonlex.AppendEscapedASCII,
+// which encoding/json agrees with), lone surrogates as \udxxx, everything
+// else raw, including U+2028, U+2029 and '<', '>', '&'. A byte that is not
+// even WTF-8 cannot come from JSON text; it is written as U+FFFD, what a
+// JavaScript decoder would have turned it into.
 func appendQuoted[T ~string | ~[]byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if i = skipPlain(s, i); i == len(s) {
-			break
+	for i := 0; ; {
+		if dst, i = jsonlex.AppendEscapedASCII(dst, s, i); i == len(s) {
+			return append(dst, '"')
 		}
-		b := s[i]
-		if b >= 0x20 && b != '"' && b != '\\' && b < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if b < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\r':
-				dst = append(dst, '\\', 'r')
+		start := i
+		for i < len(s) && s[i] >= utf8.RuneSelf {
+			r, size := decodeWTF8(s, i)
+			switch {
+			case r == utf8.RuneError && size == 1:
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, "\uFFFD"...)
+			case isSurrogate(r):
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, '\\', 'u', hexDigits[r>>12], hexDigits[r>>8&0xF], hexDigits[r>>4&0xF], hexDigits[r&0xF])
 			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+				i += size
+				continue
 			}
-			i++
-			start = i
-			continue
-		}
-		r, size := decodeWTF8(s, i)
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\uFFFD"...)
-		case isSurrogate(r):
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', hexDigits[r>>12], hexDigits[r>>8&0xF], hexDigits[r>>4&0xF], hexDigits[r&0xF])
-		default:
 			i += size
-			continue
+			start = i
 		}
-		i += size
-		start = i
+		dst = append(dst, s[start:i]...)
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// skipPlain returns the offset of the first byte from s[i] on that is not
-// printable ASCII other than '"' and '\\', or len(s) if there is none
-// (it may also stop short of that in the last seven bytes). It tests eight
-// bytes at a time with the usual zero-byte tricks: a borrow can flag a
-// byte wrongly only above one flagged rightly, so the lowest flag is true.
-// Strings in schemas and descriptions are nearly all plain ASCII.
-func skipPlain[T ~string | ~[]byte](s T, i int) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for ; i+8 <= len(s); i += 8 {
-		w := s[i : i+8]
-		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		stop := (x | (x - 0x20*ones) | ((x ^ '"'*ones) - ones) | ((x ^ '\\'*ones) - ones)) & highs
-		if stop != 0 {
-			return i + bits.TrailingZeros64(stop)/8
-		}
-	}
-	return i
 }
 
 // appendNumber appends f (finite) as ECMAScript Number::toString(f) does

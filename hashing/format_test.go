@@ -95,38 +95,6 @@ func TestAppendQuoted(t *testing.T) {
 	}
 }
 
-// TestSkipPlain puts one or two bytes into a plain string, at every pair
-// of positions two full words cover, and checks that skipPlain stops at
-// the first byte that is not plain and nowhere else. Two stops in a word
-// are where a borrow could flag the wrong one.
-func TestSkipPlain(t *testing.T) {
-	isPlain := func(b byte) bool { return b >= 0x20 && b < 0x80 && b != '"' && b != '\\' }
-	values := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', 0x23, '[', '\\', ']', 0x7f, 0x80, 0xa2, 0xdc, 0xff}
-	for _, b1 := range values {
-		for _, b2 := range values {
-			for at1 := range 16 {
-				for at2 := at1; at2 < 16; at2++ {
-					s := []byte("abcdefghijklmnop")
-					s[at1], s[at2] = b1, b2
-					want := len(s)
-					for i, b := range s {
-						if !isPlain(b) {
-							want = i
-							break
-						}
-					}
-					if got := skipPlain(s, 0); got != want {
-						t.Fatalf("skipPlain(%q) = %d, want %d", s, got, want)
-					}
-					if got := skipPlain(string(s), 0); got != want {
-						t.Fatalf("skipPlain(string(%q)) = %d, want %d", s, got, want)
-					}
-				}
-			}
-		}
-	}
-}
-
 func TestValidWTF8(t *testing.T) {
 	tests := []struct {
 		name  string

@@ -3,7 +3,10 @@ package hashing
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func FuzzCanonicalJSON(f *testing.F) {
@@ -17,8 +20,20 @@ func FuzzCanonicalJSON(f *testing.F) {
 	f.Add([]byte(`{"__proto__":1,"a":{"b":2,"a":[1e21,-0,"\ud800"]},"a":3}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := CanonicalJSON(in)
+		// What json.Valid accepts, the canonicaliser reads, unless it is
+		// not UTF-8, nests too deep or holds a number no double can hold.
 		if err != nil {
+			var se *SyntaxError
+			if !errors.As(err, &se) {
+				t.Fatalf("CanonicalJSON(%q): %v, not a *SyntaxError", in, err)
+			}
+			if json.Valid(in) && utf8.Valid(in) && !strings.Contains(se.Msg, "nested deeper than") && !strings.Contains(se.Msg, "does not fit a double") {
+				t.Fatalf("CanonicalJSON(%q): %v, json.Valid takes it", in, err)
+			}
 			return
+		}
+		if !json.Valid(in) {
+			t.Fatalf("CanonicalJSON(%q) read a text json.Valid refuses", in)
 		}
 		if !json.Valid(out) {
 			t.Fatalf("CanonicalJSON(%q) = %q, not valid JSON", in, out)
@@ -42,10 +57,10 @@ func FuzzCanonicalJSON(f *testing.F) {
 // under collation, since reordering those is allowed to change the result.
 func reverseKeys(t *testing.T, in []byte) ([]byte, bool) {
 	c := new(canonicalizer)
-	c.src = in
-	c.skipSpace()
-	switch {
-	case c.pos < len(in) && in[c.pos] == '{':
+	c.lx.Reset(in, ecmaScript)
+	c.lx.Space()
+	switch c.lx.Peek() {
+	case '{':
 		type kv struct{ key, value []byte }
 		var members []kv
 		seen := map[string]bool{}
@@ -78,23 +93,24 @@ func reverseKeys(t *testing.T, in []byte) ([]byte, bool) {
 			}
 		}
 		return append(out, '}'), ok
-	case c.pos < len(in) && in[c.pos] == '[':
-		c.pos++
+	case '[':
 		out := []byte{'['}
 		ok := true
-		for c.skipSpace(); c.pos < len(in) && in[c.pos] != ']'; c.skipSpace() {
-			if in[c.pos] == ',' {
-				c.pos++
-				out = append(out, ',')
-				c.skipSpace()
-			}
-			value, err := c.rawField()
-			if err != nil {
-				t.Fatalf("reverseKeys(%q): %v", in, err)
+		more, err := c.lx.Open()
+		for err == nil && more {
+			var value []byte
+			if value, err = c.rawField(); err != nil {
+				break
 			}
 			rv, rok := reverseKeys(t, value)
 			ok = ok && rok
 			out = append(out, rv...)
+			if more, err = c.lx.Next(']'); more {
+				out = append(out, ',')
+			}
+		}
+		if err != nil {
+			t.Fatalf("reverseKeys(%q): %v", in, err)
 		}
 		return append(out, ']'), ok
 	}

@@ -3,13 +3,14 @@ package hashing
 import (
 	"bytes"
 	"cmp"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
 
 // The canonicaliser reads JSON text and writes its canonical form in one
@@ -29,10 +30,14 @@ import (
 // Real schemas stay far below it.
 const maxDepth = 512
 
+// ecmaScript is how the canonicaliser lexes (docs/adr/0007): strings
+// must be UTF-8, since replacing a byte that is not, as the reference's
+// text decoder would, gives distinct catalogues one catalogHash; nesting
+// stops at maxDepth.
+var ecmaScript = jsonlex.Options{MaxDepth: maxDepth, UTF8: jsonlex.RequireUTF8}
+
 type canonicalizer struct {
-	src       []byte
-	pos       int
-	depth     int
+	lx        jsonlex.Lexer
 	dropProto bool     // drop own "__proto__" members, as the projection does
 	out       []byte   // canonical output so far
 	keys      []byte   // decoded keys of the open objects, innermost last
@@ -68,7 +73,7 @@ func putCanonicalizer(c *canonicalizer) {
 	if cap(c.out) > 1<<20 || cap(c.scratch) > 1<<20 {
 		return
 	}
-	c.src = nil
+	c.lx.Reset(nil, ecmaScript)
 	canonicalizers.Put(c)
 }
 
@@ -89,69 +94,24 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 
 // canonicalize appends the canonical form of the JSON text src to c.out.
 func (c *canonicalizer) canonicalize(src []byte, dropProto bool) error {
-	c.src, c.pos, c.depth, c.dropProto = src, 0, 0, dropProto
+	c.lx.Reset(src, ecmaScript)
+	c.dropProto = dropProto
 	c.keys, c.members = c.keys[:0], c.members[:0]
-	c.skipSpace()
+	c.lx.Space()
 	if err := c.value(); err != nil {
 		return err
 	}
-	c.skipSpace()
-	if c.pos < len(c.src) {
-		return c.errorf("unexpected %s after the value", c.describe())
-	}
-	return nil
+	return c.lx.End()
 }
 
 // SyntaxError is a JSON text that cannot be read.
-type SyntaxError struct {
-	Offset int // byte offset of the problem
-	msg    string
-}
+type SyntaxError = jsonlex.SyntaxError
 
-func (e *SyntaxError) Error() string {
-	return fmt.Sprintf("invalid JSON at offset %d: %s", e.Offset, e.msg)
-}
-
-func (c *canonicalizer) errorf(format string, args ...any) error {
-	return &SyntaxError{Offset: c.pos, msg: fmt.Sprintf(format, args...)}
-}
-
-// describe names the byte at c.pos for an error message.
-func (c *canonicalizer) describe() string {
-	if c.pos >= len(c.src) {
-		return "end of input"
-	}
-	return strconv.QuoteRune(rune(c.src[c.pos]))
-}
-
-func (c *canonicalizer) skipSpace() {
-	for c.pos < len(c.src) {
-		switch c.src[c.pos] {
-		case ' ', '\t', '\n', '\r':
-			c.pos++
-		default:
-			return
-		}
-	}
-}
-
-// expect consumes b, after optional whitespace.
-func (c *canonicalizer) expect(b byte, what string) error {
-	c.skipSpace()
-	if c.pos < len(c.src) && c.src[c.pos] == b {
-		c.pos++
-		return nil
-	}
-	return c.errorf("want %s, have %s", what, c.describe())
-}
-
-// value appends the canonical form of the value at c.pos (no leading
-// whitespace) to c.out.
+// value appends the canonical form of the value at the lexer's position
+// to c.out.
 func (c *canonicalizer) value() error {
-	if c.pos >= len(c.src) {
-		return c.errorf("want a value, have end of input")
-	}
-	switch b := c.src[c.pos]; {
+	l := &c.lx
+	switch b := l.Peek(); {
 	case b == '{':
 		return c.object()
 	case b == '[':
@@ -160,102 +120,58 @@ func (c *canonicalizer) value() error {
 		return c.stringValue()
 	case b == '-' || b >= '0' && b <= '9':
 		return c.number()
-	case b == 't':
-		return c.literal("true")
-	case b == 'f':
-		return c.literal("false")
-	case b == 'n':
-		return c.literal("null")
 	}
-	return c.errorf("want a value, have %s", c.describe())
-}
-
-func (c *canonicalizer) literal(lit string) error {
-	if !bytes.HasPrefix(c.src[c.pos:], []byte(lit)) {
-		return c.errorf("want a value, have %s", c.describe())
+	start := l.Pos()
+	if err := l.Literal(); err != nil {
+		return err
 	}
-	c.pos += len(lit)
-	c.out = append(c.out, lit...)
-	return nil
-}
-
-func (c *canonicalizer) enter() error {
-	c.depth++
-	if c.depth > maxDepth {
-		return c.errorf("nested deeper than %d", maxDepth)
-	}
+	c.out = append(c.out, l.Src()[start:l.Pos()]...)
 	return nil
 }
 
 func (c *canonicalizer) array() error {
-	if err := c.enter(); err != nil {
+	l := &c.lx
+	more, err := l.Open()
+	if err != nil {
 		return err
 	}
-	c.pos++
 	c.out = append(c.out, '[')
-	c.skipSpace()
-	if c.pos < len(c.src) && c.src[c.pos] == ']' {
-		c.pos++
-		c.out = append(c.out, ']')
-		c.depth--
-		return nil
-	}
-	for {
-		c.skipSpace()
+	for more {
 		if err := c.value(); err != nil {
 			return err
 		}
-		c.skipSpace()
-		if c.pos < len(c.src) && c.src[c.pos] == ',' {
-			c.pos++
-			c.out = append(c.out, ',')
-			continue
-		}
-		if err := c.expect(']', "',' or ']'"); err != nil {
+		if more, err = l.Next(']'); err != nil {
 			return err
 		}
-		c.out = append(c.out, ']')
-		c.depth--
-		return nil
+		if more {
+			c.out = append(c.out, ',')
+		}
 	}
+	c.out = append(c.out, ']')
+	return nil
 }
 
 func (c *canonicalizer) object() error {
-	if err := c.enter(); err != nil {
+	l := &c.lx
+	more, err := l.Open()
+	if err != nil {
 		return err
 	}
-	c.pos++
 	c.out = append(c.out, '{')
 	objStart := len(c.out)
 	keysBase, membersBase := len(c.keys), len(c.members)
-	c.skipSpace()
-	if c.pos < len(c.src) && c.src[c.pos] == '}' {
-		c.pos++
-		c.out = append(c.out, '}')
-		c.depth--
-		return nil
-	}
-	for seq := 0; ; seq++ {
-		c.skipSpace()
-		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
-			return c.errorf("want a string key, have %s", c.describe())
-		}
-		end, escaped, err := c.scanString()
+	for seq := 0; more; seq++ {
+		quoted, escaped, err := l.Key()
 		if err != nil {
 			return err
 		}
 		k0 := len(c.keys)
 		if escaped {
-			c.keys = appendUnescaped(c.keys, c.src[c.pos+1:end])
+			c.keys = jsonlex.AppendUnescaped(c.keys, quoted[1:len(quoted)-1], jsonlex.KeepSurrogates)
 		} else {
-			c.keys = append(c.keys, c.src[c.pos+1:end]...)
+			c.keys = append(c.keys, quoted[1:len(quoted)-1]...)
 		}
-		c.pos = end + 1
 		key := c.keys[k0:]
-		if err := c.expect(':', "':'"); err != nil {
-			return err
-		}
-		c.skipSpace()
 		mark := len(c.out)
 		if len(c.members) > membersBase {
 			c.out = append(c.out, ',')
@@ -264,7 +180,7 @@ func (c *canonicalizer) object() error {
 		if escaped {
 			c.out = appendQuoted(c.out, key)
 		} else {
-			c.out = append(c.out, c.src[end-len(key)-1:end+1]...) // canonical as is, see stringValue
+			c.out = append(c.out, quoted...) // canonical as is, see stringValue
 		}
 		c.out = append(c.out, ':')
 		if err := c.value(); err != nil {
@@ -277,20 +193,13 @@ func (c *canonicalizer) object() error {
 			m := member{rank: jsRank(key, seq), k0: k0, k1: len(c.keys), start: start, end: len(c.out)}
 			c.members = append(c.members, m)
 		}
-		c.skipSpace()
-		if c.pos < len(c.src) && c.src[c.pos] == ',' {
-			c.pos++
-			continue
-		}
-		if err := c.expect('}', "',' or '}'"); err != nil {
+		if more, err = l.Next('}'); err != nil {
 			return err
 		}
-		break
 	}
 	c.arrange(objStart, c.members[membersBase:])
 	c.out = append(c.out, '}')
 	c.keys, c.members = c.keys[:keysBase], c.members[:membersBase]
-	c.depth--
 	return nil
 }
 
@@ -395,81 +304,23 @@ func jsRank(key []byte, seq int) uint64 {
 	return 1<<32 + uint64(seq)
 }
 
-// stringValue appends the canonical form of the string at c.pos.
+// stringValue appends the canonical form of the string at the lexer's
+// position.
 func (c *canonicalizer) stringValue() error {
-	end, escaped, err := c.scanString()
+	raw, escaped, err := c.lx.String()
 	if err != nil {
 		return err
 	}
 	if !escaped {
 		// Nothing JSON.stringify escapes can appear unescaped in JSON
 		// text, so the text is already canonical.
-		c.out = append(c.out, c.src[c.pos:end+1]...)
+		c.out = append(c.out, raw...)
 	} else {
-		c.str = appendUnescaped(c.str[:0], c.src[c.pos+1:end])
+		c.str = jsonlex.AppendUnescaped(c.str[:0], raw[1:len(raw)-1], jsonlex.KeepSurrogates)
 		c.out = appendQuoted(c.out, c.str)
 	}
-	c.pos = end + 1
 	return nil
 }
-
-// scanString checks the string whose opening quote is at c.pos and returns
-// the offset of its closing quote and whether it holds escapes.
-func (c *canonicalizer) scanString() (end int, escaped bool, err error) {
-	src := c.src
-	nonASCII := false
-	i := c.pos + 1
-	for ; i < len(src); i++ {
-		i = skipPlain(src, i)
-		for i < len(src) && plain[src[i]] {
-			i++
-		}
-		if i == len(src) {
-			break
-		}
-		switch b := src[i]; {
-		case b == '"':
-			if nonASCII && !utf8.Valid(src[c.pos+1:i]) {
-				return 0, false, c.errorf("invalid UTF-8 in a string")
-			}
-			return i, escaped, nil
-		case b == '\\':
-			escaped = true
-			i++
-			if i >= len(src) {
-				break
-			}
-			switch src[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(src) || !isHex(src[i+1]) || !isHex(src[i+2]) || !isHex(src[i+3]) || !isHex(src[i+4]) {
-					c.pos = i - 1
-					return 0, false, c.errorf("invalid \\u escape")
-				}
-				i += 4
-			default:
-				c.pos = i - 1
-				return 0, false, c.errorf("invalid escape \\%c", src[i])
-			}
-		case b < 0x20:
-			c.pos = i
-			return 0, false, c.errorf("unescaped control character %U in a string", b)
-		case b >= utf8.RuneSelf:
-			nonASCII = true
-		}
-	}
-	c.pos = len(src)
-	return 0, false, c.errorf("unterminated string")
-}
-
-// plain marks the bytes a string can hold that need no second look:
-// printable ASCII other than '"' and '\\'.
-var plain = func() (t [256]bool) {
-	for b := 0x20; b < utf8.RuneSelf; b++ {
-		t[b] = b != '"' && b != '\\'
-	}
-	return t
-}()
 
 func isASCII(s []byte) bool {
 	for _, b := range s {
@@ -480,79 +331,16 @@ func isASCII(s []byte) bool {
 	return true
 }
 
-func isHex(b byte) bool {
-	return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'
-}
-
-func hexVal(b []byte) rune {
-	var r rune
-	for _, h := range b[:4] {
-		switch {
-		case h <= '9':
-			r = r<<4 | rune(h-'0')
-		case h >= 'a':
-			r = r<<4 | rune(h-'a'+10)
-		default:
-			r = r<<4 | rune(h-'A'+10)
-		}
-	}
-	return r
-}
-
-// appendUnescaped appends the decoded contents of a string that
-// scanString accepted. A \u surrogate pair becomes one code point; a lone
-// surrogate stays one (WTF-8), as it does in a JavaScript string.
-func appendUnescaped(dst, s []byte) []byte {
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b != '\\' {
-			j := i + 1
-			for j < len(s) && s[j] != '\\' {
-				j++
-			}
-			dst = append(dst, s[i:j]...)
-			i = j
-			continue
-		}
-		switch e := s[i+1]; e {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r := hexVal(s[i+2:])
-			i += 6
-			if r >= 0xD800 && r < 0xDC00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-				if lo := hexVal(s[i+2:]); lo >= 0xDC00 && lo <= 0xDFFF {
-					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-					i += 6
-				}
-			}
-			dst = appendWTF8(dst, r)
-			continue
-		default: // '"', '\\', '/'
-			dst = append(dst, e)
-		}
-		i += 2
-	}
-	return dst
-}
-
-// number appends the canonical form of the number at c.pos.
+// number appends the canonical form of the number at the lexer's
+// position.
 func (c *canonicalizer) number() error {
-	start := c.pos
-	end, integer, err := c.scanNumber()
+	l := &c.lx
+	start := l.Pos()
+	integer, err := l.Number()
 	if err != nil {
 		return err
 	}
-	c.pos = end
-	tok := c.src[start:end]
+	tok := l.Src()[start:l.Pos()]
 	// An integer of at most 15 digits is exactly a double and is already
 	// written the way Number::toString writes it, except for -0.
 	if integer && len(tok) <= 15 {
@@ -565,129 +353,8 @@ func (c *canonicalizer) number() error {
 	}
 	f, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil || math.IsInf(f, 0) {
-		c.pos = start
-		return c.errorf("number %s does not fit a double", tok)
+		return l.ErrorAt(start, "number %s does not fit a double", tok)
 	}
 	c.out = appendNumber(c.out, f)
 	return nil
-}
-
-// scanNumber checks the number at c.pos against the JSON grammar and
-// returns where it ends and whether it has neither fraction nor exponent.
-func (c *canonicalizer) scanNumber() (end int, integer bool, err error) {
-	src := c.src
-	i := c.pos
-	if src[i] == '-' {
-		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(src) && src[i] >= '0' && src[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	fail := func(msg string) (int, bool, error) {
-		c.pos = i
-		return 0, false, c.errorf("want a digit%s, have %s", msg, c.describe())
-	}
-	switch {
-	case i < len(src) && src[i] == '0':
-		i++
-	case digits() == 0:
-		return fail("")
-	}
-	integer = true
-	if i < len(src) && src[i] == '.' {
-		i++
-		integer = false
-		if digits() == 0 {
-			return fail(" after '.'")
-		}
-	}
-	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
-		i++
-		integer = false
-		if i < len(src) && (src[i] == '+' || src[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			return fail(" in the exponent")
-		}
-	}
-	return i, integer, nil
-}
-
-// skip checks the value at c.pos (no leading whitespace) and moves past
-// it without writing anything. Unlike value it accepts any number the
-// grammar allows: JSON.parse does, and fields the projection never reads
-// must not make a definition unreadable.
-func (c *canonicalizer) skip() error {
-	if c.pos >= len(c.src) {
-		return c.errorf("want a value, have end of input")
-	}
-	switch b := c.src[c.pos]; {
-	case b == '{' || b == '[':
-		closing, want := byte('}'), "',' or '}'"
-		if b == '[' {
-			closing, want = ']', "',' or ']'"
-		}
-		if err := c.enter(); err != nil {
-			return err
-		}
-		c.pos++
-		c.skipSpace()
-		if c.pos < len(c.src) && c.src[c.pos] == closing {
-			c.pos++
-			c.depth--
-			return nil
-		}
-		for {
-			c.skipSpace()
-			if b == '{' {
-				if c.pos >= len(c.src) || c.src[c.pos] != '"' {
-					return c.errorf("want a string key, have %s", c.describe())
-				}
-				if err := c.skip(); err != nil {
-					return err
-				}
-				if err := c.expect(':', "':'"); err != nil {
-					return err
-				}
-				c.skipSpace()
-			}
-			if err := c.skip(); err != nil {
-				return err
-			}
-			c.skipSpace()
-			if c.pos < len(c.src) && c.src[c.pos] == ',' {
-				c.pos++
-				continue
-			}
-			if err := c.expect(closing, want); err != nil {
-				return err
-			}
-			c.depth--
-			return nil
-		}
-	case b == '"':
-		end, _, err := c.scanString()
-		if err != nil {
-			return err
-		}
-		c.pos = end + 1
-		return nil
-	case b == '-' || b >= '0' && b <= '9':
-		end, _, err := c.scanNumber()
-		if err != nil {
-			return err
-		}
-		c.pos = end
-		return nil
-	}
-	mark := len(c.out)
-	err := c.value() // a literal, or an error
-	c.out = c.out[:mark]
-	return err
 }

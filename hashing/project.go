@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
 
 // Definition is a kernel-side tool definition as it crosses the kernel
@@ -14,8 +16,8 @@ import (
 // in a definition (requiredCapability, metadata, …) is never seen, so it
 // can never be published.
 //
-// Strings may hold lone surrogates (see appendWTF8) when decoded by this
-// package, so that they hash as the reference hashes them.
+// Strings may hold lone surrogates (in WTF-8, see format.go) when decoded
+// by this package, so that they hash as the reference hashes them.
 type Definition struct {
 	Name         string          `json:"name"`
 	Description  string          `json:"description"`
@@ -166,20 +168,20 @@ func (c *canonicalizer) schemasOf(d *Definition, s *schemas) error {
 }
 
 func (c *canonicalizer) standaloneSchema(field string, src []byte) ([2]int, error) {
-	c.src, c.pos, c.depth = src, 0, 0
-	c.skipSpace()
+	c.lx.Reset(src, ecmaScript)
+	c.lx.Space()
 	span, err := c.schema(field)
 	if err != nil {
 		return span, err
 	}
-	c.skipSpace()
-	if c.pos < len(c.src) {
-		return span, fmt.Errorf("%s: %w", field, c.errorf("unexpected %s after the value", c.describe()))
+	if err := c.lx.End(); err != nil {
+		return span, fmt.Errorf("%s: %w", field, err)
 	}
 	return span, nil
 }
 
-// schema canonicalises the schema at c.pos, dropping "__proto__" keys.
+// schema canonicalises the schema at the lexer's position, dropping
+// "__proto__" keys.
 func (c *canonicalizer) schema(field string) (span [2]int, err error) {
 	span[0] = len(c.out)
 	c.dropProto = true
@@ -365,7 +367,7 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 // at s, in the same pass, and d's schema fields stay empty.
 func (c *canonicalizer) definition(src []byte, d *Definition, s *schemas) error {
 	*d = Definition{}
-	c.src, c.pos, c.depth = src, 0, 0
+	c.lx.Reset(src, ecmaScript)
 	c.fields = c.fields[:0]
 	var name, description, namespace, source, readWrite [2]int
 	err := c.eachMember(func(key []byte) error {
@@ -398,7 +400,7 @@ func (c *canonicalizer) definition(src []byte, d *Definition, s *schemas) error 
 		case "annotations":
 			d.Annotations, err = c.annotations()
 		default:
-			err = c.skip()
+			err = c.lx.Skip()
 		}
 		return err
 	})
@@ -412,97 +414,77 @@ func (c *canonicalizer) definition(src []byte, d *Definition, s *schemas) error 
 	if err != nil {
 		return err
 	}
-	c.skipSpace()
-	if c.pos < len(c.src) {
-		return c.errorf("unexpected %s after the definition", c.describe())
+	if c.lx.Space(); c.lx.Pos() < len(src) {
+		return c.lx.Errorf("unexpected %s after the definition", c.lx.Describe())
 	}
 	return nil
 }
 
-// eachMember reads the object at c.pos (after optional whitespace), calling
-// f for each member with c.pos at the member's value.
+// eachMember reads the object at the lexer's position (after optional
+// whitespace), calling f with each member's decoded key and the lexer at
+// the member's value, which f must read.
 func (c *canonicalizer) eachMember(f func(key []byte) error) error {
-	if err := c.expect('{', "an object"); err != nil {
+	l := &c.lx
+	if l.Space(); l.Peek() != '{' {
+		return l.Want("an object")
+	}
+	more, err := l.Open()
+	if err != nil {
 		return err
 	}
-	if err := c.enter(); err != nil {
-		return err
-	}
-	c.skipSpace()
-	if c.pos < len(c.src) && c.src[c.pos] == '}' {
-		c.pos++
-		c.depth--
-		return nil
-	}
-	var key []byte
-	for {
-		c.skipSpace()
-		if c.pos >= len(c.src) || c.src[c.pos] != '"' {
-			return c.errorf("want a string key, have %s", c.describe())
-		}
-		end, escaped, err := c.scanString()
+	for more {
+		quoted, escaped, err := l.Key()
 		if err != nil {
 			return err
 		}
-		key = c.src[c.pos+1 : end]
+		key := quoted[1 : len(quoted)-1]
 		if escaped {
-			key = appendUnescaped(nil, key)
+			key = jsonlex.AppendUnescaped(nil, key, jsonlex.KeepSurrogates)
 		}
-		c.pos = end + 1
-		if err := c.expect(':', "':'"); err != nil {
-			return err
-		}
-		c.skipSpace()
 		if err := f(key); err != nil {
 			return err
 		}
-		c.skipSpace()
-		if c.pos < len(c.src) && c.src[c.pos] == ',' {
-			c.pos++
-			continue
-		}
-		if err := c.expect('}', "',' or '}'"); err != nil {
+		if more, err = l.Next('}'); err != nil {
 			return err
 		}
-		c.depth--
-		return nil
 	}
+	return nil
 }
 
-// stringField appends the decoded string at c.pos to c.fields and returns
-// where it is there.
+// stringField appends the decoded string at the lexer's position to
+// c.fields and returns where it is there.
 func (c *canonicalizer) stringField(field string) (span [2]int, err error) {
-	if c.pos >= len(c.src) || c.src[c.pos] != '"' {
-		return span, fmt.Errorf("%s: want a string, have %s", field, c.describe())
+	l := &c.lx
+	if l.Peek() != '"' {
+		return span, fmt.Errorf("%s: want a string, have %s", field, l.Describe())
 	}
-	end, escaped, err := c.scanString()
+	raw, escaped, err := l.String()
 	if err != nil {
 		return span, fmt.Errorf("%s: %w", field, err)
 	}
-	raw := c.src[c.pos+1 : end]
-	c.pos = end + 1
+	body := raw[1 : len(raw)-1]
 	span[0] = len(c.fields)
 	if escaped {
-		c.fields = appendUnescaped(c.fields, raw)
+		c.fields = jsonlex.AppendUnescaped(c.fields, body, jsonlex.KeepSurrogates)
 	} else {
-		c.fields = append(c.fields, raw...)
+		c.fields = append(c.fields, body...)
 	}
 	span[1] = len(c.fields)
 	return span, nil
 }
 
 func (c *canonicalizer) rawField() (json.RawMessage, error) {
-	start := c.pos
-	if err := c.skip(); err != nil {
+	start := c.lx.Pos()
+	if err := c.lx.Skip(); err != nil {
 		return nil, err
 	}
-	return c.src[start:c.pos:c.pos], nil
+	end := c.lx.Pos()
+	return c.lx.Src()[start:end:end], nil
 }
 
 // annotations reads the annotations member; null means none stated.
 func (c *canonicalizer) annotations() (*Annotations, error) {
-	if bytes.HasPrefix(c.src[c.pos:], []byte("null")) {
-		c.pos += len("null")
+	if c.lx.Consume("null") {
 		return nil, nil
 	}
 	a := new(Annotations)
@@ -516,7 +498,7 @@ func (c *canonicalizer) annotations() (*Annotations, error) {
 		case "idempotent":
 			a.Idempotent, err = c.boolField("annotations.idempotent")
 		default:
-			err = c.skip()
+			err = c.lx.Skip()
 		}
 		return err
 	})
@@ -528,19 +510,15 @@ func (c *canonicalizer) annotations() (*Annotations, error) {
 
 // boolField reads a boolean member; null means not stated.
 func (c *canonicalizer) boolField(field string) (*bool, error) {
-	rest := c.src[c.pos:]
 	var b bool
 	switch {
-	case bytes.HasPrefix(rest, []byte("true")):
-		c.pos += len("true")
+	case c.lx.Consume("true"):
 		b = true
-	case bytes.HasPrefix(rest, []byte("false")):
-		c.pos += len("false")
-	case bytes.HasPrefix(rest, []byte("null")):
-		c.pos += len("null")
+	case c.lx.Consume("false"):
+	case c.lx.Consume("null"):
 		return nil, nil
 	default:
-		return nil, fmt.Errorf("%s: want a boolean, have %s", field, c.describe())
+		return nil, fmt.Errorf("%s: want a boolean, have %s", field, c.lx.Describe())
 	}
 	return &b, nil
 }

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -168,8 +169,8 @@ func (t *turn) event(name string, fill func(*Event)) Event {
 
 // handle serves one line and reports whether the connection stays open.
 func (t *turn) handle(line []byte) bool {
-	var m jsonrpc.Message
-	if err := json.Unmarshal(line, &m); err != nil {
+	m, err := readMessage(line)
+	if err != nil {
 		t.writeError(nil, jsonrpc.CodeParseError, "not a JSON-RPC message", "")
 		return true
 	}
@@ -213,6 +214,38 @@ func (t *turn) handle(line []byte) bool {
 		t.writeError(m.ID, jsonrpc.CodeMethodNotFound, "unknown method "+strconv.Quote(m.Method), "")
 	}
 	return true
+}
+
+// readMessage reads a line's envelope as the shim and the kernel client
+// read theirs (jsonrpc.ParseEnvelope, docs/adr/0004): member names match
+// exactly, so "Method" or "ID" is not a method or an id, and a name that
+// repeats takes its last value. Member types are checked as
+// json.Unmarshal into a jsonrpc.Message checked them. Params alias line,
+// which the caller reads before the next line; the id is copied, since
+// an invoke answers it later.
+func readMessage(line []byte) (jsonrpc.Message, error) {
+	e, err := jsonrpc.ParseEnvelope(line)
+	if err != nil {
+		return jsonrpc.Message{}, err
+	}
+	m := jsonrpc.Message{ID: bytes.Clone(e.ID), Params: e.Params, Result: e.Result}
+	if e.JSONRPC != nil {
+		if m.JSONRPC, err = jsonrpc.DecodeString(e.JSONRPC); err != nil {
+			return m, err
+		}
+	}
+	if e.Method != nil {
+		if m.Method, err = jsonrpc.DecodeString(e.Method); err != nil {
+			return m, err
+		}
+	}
+	if e.Error != nil && string(e.Error) != "null" {
+		m.Error = new(jsonrpc.Error)
+		if err := json.Unmarshal(e.Error, m.Error); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
 }
 
 // validID accepts what JSON-RPC 2.0 allows a request id to be: a string

@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -50,6 +51,52 @@ func BenchmarkReadLineLarge(b *testing.B) {
 		}
 		if len(got) != len(line)-1 {
 			b.Fatalf("framed %d bytes, want %d", len(got), len(line)-1)
+		}
+	}
+}
+
+// callLine is a tools/call request of the size a harness sends.
+var callLine = []byte(`{"jsonrpc":"2.0","id":12345,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"docs/notes/2024/meeting-minutes.md"},"_meta":{"progressToken":12345}}}`)
+
+// BenchmarkParseEnvelopeCall reads a tools/call line as the relay does:
+// the envelope, then the members of its params.
+func BenchmarkParseEnvelopeCall(b *testing.B) {
+	// A line read from a pipe starts on a fresh buffer; a copy of the same
+	// size class keeps the result from depending on where the linker and
+	// init happened to put callLine.
+	line := append(make([]byte, 0, 256), callLine...)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := ParseEnvelope(line)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		if err := EachMember(e.Params, func(_, _ []byte) error { n++; return nil }); err != nil || n != 3 {
+			b.Fatalf("params: %d members, %v", n, err)
+		}
+	}
+}
+
+// BenchmarkAppendString encodes the strings a relayed call carries: an
+// id, a tool name, a catalogHash and a paragraph of result text.
+func BenchmarkAppendString(b *testing.B) {
+	strs := []string{
+		"call-7f3a2b", "files.read", "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
+		strings.Repeat("Reads a file inside the shared root and returns its text.\n\t\"quoted\" and é ", 8),
+	}
+	n := 0
+	for _, s := range strs {
+		n += len(s)
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		buf = buf[:0]
+		for _, s := range strs {
+			buf = AppendString(buf, s)
 		}
 	}
 }

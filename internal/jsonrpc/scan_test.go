@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
 
 func TestParseEnvelope(t *testing.T) {
@@ -36,7 +38,7 @@ func TestScanRefuses(t *testing.T) {
 		`{a:1}`, `{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`, `{"a":+1}`,
 		`{"a":tru}`, `{"a":nul}`, `{"a":"\x"}`, `{"a":"\u12g4"}`, `{"a":"` + "\x01" + `"}`,
 		`{"a":"abc}`, `{"a":[1,2}`, `{"a":{"b":1]}`, `{"a":[1 2]}`,
-		`{"a":` + strings.Repeat("[", maxScanDepth+1) + strings.Repeat("]", maxScanDepth+1) + `}`,
+		`{"a":` + strings.Repeat("[", jsonlex.DefaultMaxDepth+1) + strings.Repeat("]", jsonlex.DefaultMaxDepth+1) + `}`,
 	} {
 		err := EachMember([]byte(src), func(_, _ []byte) error { return nil })
 		var se *ScanError
@@ -63,13 +65,15 @@ func TestEachElement(t *testing.T) {
 }
 
 // FuzzScan checks the scanner against encoding/json: it accepts exactly
-// the objects json.Valid accepts, and the members it hands out are the
-// ones json.Unmarshal finds.
+// the objects json.Valid accepts, the members it hands out are the ones
+// json.Unmarshal finds, and ParseEnvelope's are the ones json.Unmarshal
+// finds under those exact names.
 func FuzzScan(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"result":{"a":[1,2.5e-3,"x\n\u00e9"]}}`,
 		`{"a":{"b":{"c":[true,false,null,{}]}}}`,
 		`{"a":"` + "\xff\xfe" + `"}`, `{}`, ` { } `, `{"a":-0}`, `{"a":"\/"}`,
+		`{"\u0069d":1,"ID":2,"Method":"x","method":"y","method":"z","\u0072esult":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -96,6 +100,15 @@ func FuzzScan(f *testing.F) {
 				t.Fatalf("member %q = %s, json.Unmarshal found %s", k, members[k], v)
 			}
 		}
+		e, err := ParseEnvelope(src)
+		if err != nil {
+			t.Fatalf("ParseEnvelope(%q): %v, EachMember took it", src, err)
+		}
+		for name, got := range map[string][]byte{"jsonrpc": e.JSONRPC, "id": e.ID, "method": e.Method, "params": e.Params, "result": e.Result, "error": e.Error} {
+			if want, ok := obj[name]; string(got) != string(want) || (got != nil) != ok {
+				t.Fatalf("ParseEnvelope(%q): %s is %q, json.Unmarshal found %q", src, name, got, want)
+			}
+		}
 	})
 }
 
@@ -110,5 +123,28 @@ func BenchmarkParseEnvelopeCatalogue(b *testing.B) {
 		if _, err := ParseEnvelope(line); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestParseEnvelopeAllocs guards ADR 0004's relay path: reading a
+// tools/call line's envelope and the members of its params hands out
+// sub-slices of the line and allocates nothing.
+func TestParseEnvelopeAllocs(t *testing.T) {
+	var n int
+	allocs := testing.AllocsPerRun(100, func() {
+		e, err := ParseEnvelope(callLine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = 0
+		if err := EachMember(e.Params, func(_, _ []byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 3 {
+		t.Fatalf("params of the tools/call line: %d members, want 3", n)
+	}
+	if allocs != 0 {
+		t.Errorf("ParseEnvelope and EachMember on a tools/call line: %v allocations, want 0", allocs)
 	}
 }

@@ -1,9 +1,10 @@
 package jsonrpc
 
 import (
-	"encoding/json"
 	"errors"
 	"unicode/utf8"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
 
 // Strings are the one JSON value the relay encodes and decodes on every
@@ -15,63 +16,43 @@ const hexDigits = "0123456789abcdef"
 
 // AppendString appends s as a JSON string, as encoding/json writes it
 // with HTML escaping off: invalid UTF-8 becomes U+FFFD, U+2028 and U+2029
-// are escaped so the text is also valid JavaScript.
+// are escaped so the text is also valid JavaScript. ASCII is escaped as
+// hashing escapes it (jsonlex.AppendEscapedASCII); only what follows
+// differs.
 func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
+	for i := 0; ; {
+		if dst, i = jsonlex.AppendEscapedASCII(dst, s, i); i == len(s) {
+			return append(dst, '"')
+		}
+		start := i
+		for i < len(s) && s[i] >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+			switch {
+			case r == utf8.RuneError && size == 1:
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\ufffd`...)
+			case r == '\u2028' || r == '\u2029':
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			default:
+				i += size
 				continue
 			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
 			i += size
-			continue
+			start = i
 		}
-		i += size
-		start = i
+		dst = append(dst, s[start:i]...)
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 var errNotString = errors.New("not a JSON string")
 
 // DecodeString decodes a raw JSON value that a scanner has already
 // validated into a string, as json.Unmarshal into a string would: null
-// gives "", escapes are decoded and invalid UTF-8 becomes U+FFFD. Only
-// strings with escapes or non-ASCII bytes take encoding/json's path.
+// gives "", escapes are decoded, and a lone surrogate and each byte that
+// is not UTF-8 become U+FFFD. Plain ASCII is copied as it is; anything
+// else is checked again and decoded by the lexer.
 func DecodeString(raw []byte) (string, error) {
 	if string(raw) == "null" {
 		return "", nil
@@ -80,12 +61,19 @@ func DecodeString(raw []byte) (string, error) {
 		return "", errNotString
 	}
 	body := raw[1 : len(raw)-1]
-	for _, b := range body {
-		if b == '\\' || b >= utf8.RuneSelf {
-			var s string
-			err := json.Unmarshal(raw, &s)
-			return s, err
-		}
+	if jsonlex.SkipPlain(body, 0, jsonlex.StopNonASCII) == len(body) {
+		return string(body), nil
 	}
-	return string(body), nil
+	// Checked again: a value cut short in an escape must fail, not be
+	// read past its end.
+	var l jsonlex.Lexer
+	l.Reset(raw, wire)
+	if _, _, err := l.String(); err != nil {
+		return "", err
+	}
+	if l.Pos() != len(raw) {
+		return "", errNotString
+	}
+	var buf [64]byte
+	return string(jsonlex.AppendUnescaped(buf[:0], body, jsonlex.ReplaceSurrogates)), nil
 }
