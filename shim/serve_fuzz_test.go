@@ -240,7 +240,7 @@ func compact(raw json.RawMessage) string {
 }
 
 // FuzzToolsCallParams sends one tools/call with arbitrary params and
-// checks the answer against the rule of ARCHITECTURE.md §3: a non-empty
+// checks the answer against the rule of docs/architecture.md §3: a non-empty
 // string name and, if present, object arguments reach the kernel and come
 // back as a tool result; anything else is -32602.
 func FuzzToolsCallParams(f *testing.F) {

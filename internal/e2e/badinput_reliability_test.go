@@ -13,7 +13,7 @@ import (
 )
 
 // badInput is one hostile stdin line (or lines) and what the shim must do
-// with it (ARCHITECTURE.md §3): answer with an error code and id, answer
+// with it (docs/architecture.md §3): answer with an error code and id, answer
 // with a result, or write nothing at all.
 type badInput struct {
 	name string
