@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -356,4 +357,74 @@ func TestTypeScriptSDKPingDuringAHeldCall(t *testing.T) {
 		t.Fatalf("the client said %q, want a ping answered during the call, then the call's result\n%s", said, stderr.String())
 	}
 	t.Log(said[0])
+}
+
+// TestGoSDKProgressForASlowSearch: the reference kernel's files.search
+// reports how many of the files under its root it has looked at, and the
+// Go SDK client's progress handler sees those reports, increasing, toward
+// the total, through serve.
+func TestGoSDKProgressForASlowSearch(t *testing.T) {
+	bin := testbin.Path(t)
+	root := t.TempDir()
+	const files = 1000 // reports come every 256 files at the latest
+	for i := range files {
+		dir := filepath.Join(root, "src", fmt.Sprintf("d%02d", i%20))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d.go", i)), []byte("package x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "k.sock")
+	startRefKernel(t, root, sock, filepath.Join(t.TempDir(), "audit.jsonl"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	type report struct{ progress, total float64 }
+	var (
+		mu   sync.Mutex
+		seen []report
+	)
+	client := mcp.NewClient(&mcp.Implementation{Name: "progress-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if req.Params.ProgressToken == "search" {
+				seen = append(seen, report{req.Params.Progress, req.Params.Total})
+			}
+		},
+	})
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(bin, "serve", "--integration", "go-sdk", "--socket", sock)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	params := &mcp.CallToolParams{Name: "files.search", Arguments: map[string]any{"path": "/src", "query": "needle"}}
+	params.SetProgressToken("search")
+	res, err := session.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("files.search: %+v, %v", res, err)
+	}
+	// The handler runs on a goroutine of the SDK's: a round trip after the
+	// answer lets every report sent before it arrive.
+	if err := session.Ping(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < files/256 {
+		t.Fatalf("progress reports %v, want at least %d for %d files", seen, files/256, files)
+	}
+	for i, r := range seen {
+		if r.total != files || r.progress > r.total || (i > 0 && r.progress <= seen[i-1].progress) {
+			t.Errorf("progress reports %v: want increasing counts of %d files", seen, files)
+			break
+		}
+	}
 }
