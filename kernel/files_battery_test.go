@@ -74,26 +74,39 @@ func TestKernelMemoryBattery(t *testing.T) {
 subject = "integration:*"
 resource = "files:/"
 descendants = true
-actions = ["list", "search"]
+actions = ["list", "search", "write"]
 `
+	huge := map[string]string{"path": "/huge.txt", "content": strings.Repeat("A", 15<<20)}
 	for _, tt := range []struct {
-		name  string
-		calls int
-		tool  string
-		args  map[string]string
+		name   string
+		turns  int // connections, each pipelining calls
+		calls  int // per turn
+		tool   string
+		args   map[string]string
+		status string // what every call is answered
 	}{
-		{"32 pipelined files.list of 300,000 entries", 32, "files.list", map[string]string{"path": "/wide"}},
-		{"16 pipelined files.search over 1,000 x 1 MiB", 16, "files.search", map[string]string{"path": "/big", "query": "absent"}},
+		{"32 pipelined files.list of 300,000 entries", 1, 32, "files.list", map[string]string{"path": "/wide"}, kproto.StatusSucceeded},
+		{"10 parallel calls with a 15 MB argument", 10, 1, "files.write", huge, kproto.StatusFailed},
+		{"16 pipelined files.search over 1,000 x 1 MiB", 1, 16, "files.search", map[string]string{"path": "/big", "query": "absent"}, kproto.StatusSucceeded},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			k := startKernelProcess(t, config, root)
 			cpu0 := cpuTicks(t, k.cmd.Process.Pid)
-			statuses := pipeline(t, k.sock, tt.calls, tt.tool, tt.args)
+			results := make(chan map[string]int, tt.turns)
+			for range tt.turns {
+				go func() { results <- pipeline(t, k.sock, tt.calls, tt.tool, tt.args) }()
+			}
+			statuses := map[string]int{}
+			for range tt.turns {
+				for s, n := range <-results {
+					statuses[s] += n
+				}
+			}
 			peak := statusKB(t, k.cmd.Process.Pid, "VmHWM") << 10
 			cpu := cpuTicks(t, k.cmd.Process.Pid) - cpu0
 			t.Logf("%s: peak RSS %.1f MiB, CPU %.2f s, answers %v", tt.name, float64(peak)/(1<<20), float64(cpu)/100, statuses)
-			if statuses[kproto.StatusSucceeded] != tt.calls {
-				t.Errorf("answers %v, want %d succeeded", statuses, tt.calls)
+			if statuses[tt.status] != tt.turns*tt.calls {
+				t.Errorf("answers %v, want %d %s", statuses, tt.turns*tt.calls, tt.status)
 			}
 			if peak > peakLimit {
 				t.Errorf("peak RSS %d MiB, over %d MiB", peak>>20, peakLimit>>20)
@@ -119,7 +132,11 @@ func pipeline(t *testing.T, sock string, n int, tool string, args map[string]str
 	}
 	statuses := map[string]int{}
 	for range n {
-		statuses[invokeResult(t, c.recv()).Status]++
+		m := c.recv()
+		for m.Method == kproto.MethodProgress {
+			m = c.recv()
+		}
+		statuses[invokeResult(t, m).Status]++
 	}
 	return statuses
 }
