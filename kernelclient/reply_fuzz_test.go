@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,18 +36,6 @@ func FuzzKernelReply(f *testing.F) {
 		f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + tool + `],"catalogHash":"x"}}` + "\n"))
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a.b","description":"d","namespace":"n","source":"s","readWrite":"read","inputSchema":{"type":"object"},"annotations":{"readOnly":"no"}},{"name":"a.b"}],"catalogHash":""}}` + "\n"))
-
-	dir, err := os.MkdirTemp("", "kf")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "k.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { ln.Close() })
 
 	ops := []struct {
 		name string
@@ -92,21 +77,15 @@ func FuzzKernelReply(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, reply []byte) {
+		// Each connection gets reply to its first request, whatever the
+		// request was, and then the kernel hangs up.
+		k := kerneltest.Start(t, kerneltest.Options{Handler: func(c *kerneltest.Conn, _ *jsonrpc.Message) bool {
+			c.Write(reply)
+			c.Close()
+			return true
+		}})
 		for _, op := range ops {
-			served := make(chan struct{})
-			go func() {
-				defer close(served)
-				conn, err := ln.AcceptUnix()
-				if err != nil {
-					return
-				}
-				defer conn.Close()
-				if _, err := jsonrpc.NewReader(conn, 0).ReadLine(); err != nil {
-					return
-				}
-				conn.Write(reply)
-			}()
-			c, err := Dial(Options{Socket: sock, KernelUID: -1, MaxLine: fuzzMaxLine})
+			c, err := Dial(Options{Socket: k.Path, KernelUID: -1, MaxLine: fuzzMaxLine})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +101,6 @@ func FuzzKernelReply(f *testing.F) {
 				t.Fatalf("%s: an error without a message", op.name)
 			}
 			c.Close()
-			<-served
 		}
 	})
 }

@@ -5,8 +5,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
+	"github.com/sharedos/sharedos-mcp/internal/kproto"
 )
 
 // TestDialRefusesUntrustedSocketPaths: a socket someone else could have
@@ -79,18 +83,11 @@ func TestDialRefusesUntrustedSocketPaths(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir, err := os.MkdirTemp("", "ks")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			sock := filepath.Join(dir, "k.sock")
-			ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			target := tt.setup(t, dir, sock)
+			// The socket's directory is the fake kernel's own, so the
+			// trap may change its mode and owner.
+			k := kerneltest.Start(t, kerneltest.Options{})
+			sock := k.Path
+			target := tt.setup(t, filepath.Dir(sock), sock)
 
 			c, err := Dial(Options{Socket: target, KernelUID: -1})
 			if err == nil {
@@ -100,24 +97,25 @@ func TestDialRefusesUntrustedSocketPaths(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Dial error %q does not say %q", err, tt.want)
 			}
-			// Connections are accepted in order: if ours is the first the
-			// listener sees, the refused Dial never connected.
+			// Connections are accepted in order: once the kernel has
+			// answered ours, it has accepted any the refused Dial made,
+			// and Close waits until each has ended. One connection in
+			// all means the refused client never connected.
 			probe, err := net.Dial("unix", sock)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer probe.Close()
-			if _, err := probe.Write([]byte("probe\n")); err != nil {
+			if _, err := probe.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"` + kproto.MethodPing + `"}` + "\n")); err != nil {
 				t.Fatal(err)
 			}
-			conn, err := ln.AcceptUnix()
-			if err != nil {
-				t.Fatal(err)
+			if line, err := bufio.NewReader(probe).ReadString('\n'); err != nil || !strings.Contains(line, `"id":1`) {
+				t.Fatalf("the kernel answered the probe %q (%v)", line, err)
 			}
-			defer conn.Close()
-			line, err := bufio.NewReader(conn).ReadString('\n')
-			if err != nil || line != "probe\n" {
-				t.Errorf("the listener's first connection sent %q (%v): the refused client connected", line, err)
+			probe.Close()
+			k.Close()
+			if ev := k.Events(); !slices.Equal(ev, []string{"closed"}) {
+				t.Errorf("the kernel saw %q, want only the probe's connection: the refused client connected", ev)
 			}
 		})
 	}

@@ -5,17 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
-	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
-	"github.com/sharedos/sharedos-mcp/internal/kproto"
 )
 
 // authorityFields are what a kernel may keep on a tool definition to
@@ -94,75 +89,30 @@ func TestProjectionPublishesNoAuthority(t *testing.T) {
 	}
 }
 
-// rawKernel answers hello and then tools.list with the given catalogue,
-// so the shim can be shown a catalogue no real kernel should send.
-func rawKernel(t *testing.T, tools []json.RawMessage, hash string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "rk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "k.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { ln.Close(); <-done })
-	go func() {
-		defer close(done)
-		conn, err := ln.AcceptUnix()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		r := jsonrpc.NewReader(conn, 0)
-		for {
-			line, err := r.ReadLine()
-			if err != nil {
-				return
-			}
-			var m jsonrpc.Message
-			if json.Unmarshal(line, &m) != nil || m.ID == nil {
-				continue
-			}
-			var result any = struct{}{}
-			switch m.Method {
-			case kproto.MethodHello:
-				result = kproto.HelloResult{Protocol: kproto.Version, Principal: kproto.Principal{Kind: "integration", Name: "x"}, ExecutionID: "e"}
-			case kproto.MethodList:
-				result = kproto.ListResult{Tools: tools, CatalogHash: hash}
-			}
-			b, _ := json.Marshal(result)
-			conn.Write(jsonrpc.AppendResponse(nil, m.ID, b))
-		}
-	}()
-	return sock
-}
-
 // TestCatalogueWithBadNamesIsNotServed: tool names are validated on the
 // shim's side too. A catalogue with an invalid or duplicate name is a
 // kernel bug; the shim serves none of it, and calls do not go out under a
 // catalogue it refused.
 func TestCatalogueWithBadNamesIsNotServed(t *testing.T) {
-	tool := func(name string) json.RawMessage {
-		return json.RawMessage(fmt.Sprintf(`{"name":%q,"description":"d","namespace":"n","source":"s","readWrite":"read","inputSchema":{"type":"object"}}`, name))
+	tool := func(name string) string {
+		return fmt.Sprintf(`{"name":%q,"description":"d","namespace":"n","source":"s","readWrite":"read","inputSchema":{"type":"object"}}`, name)
 	}
 	for _, tc := range []struct {
 		name  string
-		tools []json.RawMessage
+		tools []string
 	}{
-		{"a name with a newline", []json.RawMessage{tool("files.read\n{\"x\":1}")}},
-		{"a name with a slash", []json.RawMessage{tool("../files.read")}},
-		{"an empty name", []json.RawMessage{tool("")}},
-		{"a 10k-character name", []json.RawMessage{tool(strings.Repeat("a", 10_000))}},
-		{"a duplicate name", []json.RawMessage{tool("files.read"), tool("files.read")}},
+		{"a name with a newline", []string{tool("files.read\n{\"x\":1}")}},
+		{"a name with a slash", []string{tool("../files.read")}},
+		{"an empty name", []string{tool("")}},
+		{"a 10k-character name", []string{tool(strings.Repeat("a", 10_000))}},
+		{"a duplicate name", []string{tool("files.read"), tool("files.read")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sock := rawKernel(t, tc.tools, strings.Repeat("0", 64))
+			// The fake serves the catalogue as it is, as no real kernel
+			// should, with a hash that is not the catalogue's.
+			k := kerneltest.Start(t, kerneltest.Options{Tools: tc.tools, WrongHash: true})
 			cfg := Config{Version: "test", Log: zerolog.Nop()}
-			cfg.Kernel, cfg.Hello = dialKernel(t, sock)
+			cfg.Kernel, cfg.Hello = dialKernel(t, k.Path)
 			in := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n" +
 				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files.read","arguments":{}}}` + "\n"
 			var out bytes.Buffer

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -183,12 +182,7 @@ func TestCatalogRefusesACatalogueWhoseHashDisagrees(t *testing.T) {
 }
 
 func TestCatalogWithoutAKernelSaysHowToStartOne(t *testing.T) {
-	dir, err := os.MkdirTemp("", "cat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "k.sock")
+	sock := filepath.Join(shortTempDir(t), "k.sock")
 	code, _, stderr := runCLI(t, "catalog", "--socket", sock, "--harness", "gemini")
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)

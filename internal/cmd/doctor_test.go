@@ -125,13 +125,8 @@ func TestDoctorTellsAStaleSocketFromAMissingOne(t *testing.T) {
 
 func TestDoctorRefusesASocketInADirectoryOthersCanWrite(t *testing.T) {
 	tempHome(t)
-	dir := shortTempDir(t)
-	sock := filepath.Join(dir, "k.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	k := kerneltest.Start(t, kerneltest.Options{})
+	sock, dir := k.Path, filepath.Dir(k.Path)
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}

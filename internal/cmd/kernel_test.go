@@ -16,6 +16,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
 )
 
 // lineSignal is an io.Writer that reports each complete line it is given.
@@ -134,17 +135,7 @@ func TestKernelCommandRefusesABadConfig(t *testing.T) {
 }
 
 func TestKernelCommandRefusesASecondKernel(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "k.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	sock := kerneltest.Start(t, kerneltest.Options{}).Path
 	code, _, stderr := runCLI(t, "kernel", "--root", t.TempDir(), "--socket", sock, "--audit", filepath.Join(t.TempDir(), "a.jsonl"))
 	if code != 1 || !strings.Contains(stderr, "a kernel is already running on "+sock) {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)

@@ -42,32 +42,19 @@ func init() {
 	}
 }
 
-// helperTB lets internal/kerneltest run outside a test. Start uses only
-// Helper, Fatal, Fatalf and Cleanup; any other method would panic on the
-// nil embedded interface, which is what a new dependency deserves.
-type helperTB struct {
-	testing.TB
-	cleanups []func()
-}
-
-func (h *helperTB) Helper()           {}
-func (h *helperTB) Cleanup(f func())  { h.cleanups = append(h.cleanups, f) }
-func (h *helperTB) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(2) }
-func (h *helperTB) Fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, format+"\n", args...)
-	os.Exit(2)
-}
-
 // helperKernel serves the fake kernel, prints its socket path, and runs
-// until its stdin closes or it is killed (which is the point).
+// until its stdin closes and its connections end, or it is killed (which
+// is the point).
 func helperKernel() int {
-	tb := &helperTB{}
-	k := kerneltest.Start(tb, kerneltest.Options{})
+	k, err := kerneltest.New(kerneltest.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	fmt.Println(k.Path)
 	io.Copy(io.Discard, os.Stdin)
-	for i := len(tb.cleanups) - 1; i >= 0; i-- {
-		tb.cleanups[i]()
-	}
+	k.WaitIdle()
+	k.Close()
 	return 0
 }
 

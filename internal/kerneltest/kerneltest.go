@@ -1,8 +1,14 @@
-// Package kerneltest is a scriptable kernel for tests: the server side of
-// docs/kernel-protocol.md over a real Unix socket, with tools whose names
-// say how they behave, and a hook for a test that needs a kernel to
-// misbehave in a way of its own. Only tests (and test helpers that run as
-// programs) import it.
+// Package kerneltest is the one fake kernel of the tests: the server side
+// of docs/kernel-protocol.md over a real Unix socket, with tools whose
+// names say how they behave (Catalogue) and a record of what it saw
+// (Events). A test that needs a kernel to misbehave in a way of its own
+// gives it a Handler rather than writing a listener: the handler sees each
+// message first and may answer with any bytes (malformed lines, answers
+// out of order, a catalogue no real kernel would send) or hang up.
+//
+// Start serves a kernel for the length of a test; New and Close serve one
+// where there is no test, as in a helper process a test starts. Only
+// tests, and test helpers that run as programs, import it.
 package kerneltest
 
 import (
@@ -57,13 +63,21 @@ type Options struct {
 	Stall bool
 	// Handler, when set, sees every message before the fake does and
 	// reports whether it dealt with it; if not, the fake answers as
-	// usual. It runs on the connection's reading goroutine.
+	// usual. It runs on the connection's reading goroutine, so the next
+	// message is read only once it returns. What it writes with c.Write
+	// goes out as it is; a line the fake cannot decode as JSON-RPC ends
+	// the connection before any handler sees it.
 	Handler func(c *Conn, m *jsonrpc.Message) bool
 }
 
 // Kernel is a running fake kernel.
 type Kernel struct {
+	// Path is the kernel's socket. Its directory is the kernel's own
+	// (private, removed by Close or at the end of the test), so a test
+	// may change the mode or owner of either to set a trap.
 	Path string
+	// Hash is the catalogHash of the catalogue served, empty when the
+	// catalogue does not project.
 	Hash string
 
 	opts     Options
