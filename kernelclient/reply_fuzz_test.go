@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,6 +38,9 @@ func FuzzKernelReply(f *testing.F) {
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a.b","description":"d","namespace":"n","source":"s","readWrite":"read","inputSchema":{"type":"object"},"annotations":{"readOnly":"no"}},{"name":"a.b"}],"catalogHash":""}}` + "\n"))
 
+	// errBroken marks what the client must never do whatever the kernel
+	// sends; any other error is a refusal, which is fine.
+	errBroken := errors.New("client invariant broken")
 	ops := []struct {
 		name string
 		run  func(ctx context.Context, c *Client) error
@@ -44,7 +48,7 @@ func FuzzKernelReply(f *testing.F) {
 		{"hello", func(ctx context.Context, c *Client) error {
 			r, err := c.Hello(ctx, kproto.HelloParams{Name: "fuzz"})
 			if err == nil && r.Protocol != kproto.Version {
-				return errors.New("Hello accepted another protocol version")
+				return fmt.Errorf("%w: Hello accepted protocol %d", errBroken, r.Protocol)
 			}
 			return err
 		}},
@@ -55,7 +59,7 @@ func FuzzKernelReply(f *testing.F) {
 					hashing.Hash(tools)
 					for _, t := range tools {
 						if !json.Valid(hashing.AppendMCP(nil, t)) {
-							return errors.New("a projected tool does not render as JSON")
+							return fmt.Errorf("%w: projected tool %q does not render as JSON", errBroken, t.Name)
 						}
 					}
 				}
@@ -96,6 +100,9 @@ func FuzzKernelReply(f *testing.F) {
 			cancel()
 			if errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("%s: no answer within 10s of a kernel that hung up", op.name)
+			}
+			if errors.Is(err, errBroken) {
+				t.Fatalf("%s: %v", op.name, err)
 			}
 			if err != nil && err.Error() == "" {
 				t.Fatalf("%s: an error without a message", op.name)
