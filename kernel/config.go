@@ -224,6 +224,11 @@ func LoadConfig(file string) (Config, error) {
 		}
 		if !filepath.IsAbs(expanded) {
 			expanded = filepath.Join(base, expanded)
+			if p.v == &c.StateDir {
+				// The pins are found again by kernel approve and doctor,
+				// started from anywhere.
+				expanded = filepath.Join(absBase, *p.v)
+			}
 		}
 		*p.v = expanded
 	}

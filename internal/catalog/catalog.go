@@ -136,7 +136,7 @@ func (v *View) Print(out io.Writer) error {
 	}
 	if len(v.Tools) == 0 {
 		fmt.Fprintln(out, "\nthe kernel grants this integration no tools")
-		return nil
+		return v.printBrokered(out)
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(w, "TOOL\tMODE\tDESCRIPTION")

@@ -66,8 +66,15 @@ func addBrokered(v *catalog.View, tools []hashing.Tool, defs map[string]json.Raw
 		}
 		return
 	}
+	published := map[string]bool{}
+	for _, t := range tools {
+		published[t.Name] = true
+	}
 	for _, st := range r.Upstreams {
 		for _, w := range st.Withheld {
+			if published[w.Name] {
+				continue // the report is older than this turn (an approval since)
+			}
 			tool := strings.TrimPrefix(w.Name, st.Name+".")
 			// Only what this integration would see: a tool its grants
 			// would publish were it not withheld (or whose resource

@@ -80,7 +80,7 @@ func (d *doctor) upstreams(u *Upstreams) {
 func (d *doctor) upstreamState(st kernel.UpstreamState, as string, u *Upstreams) {
 	switch upstream.State(st.State) {
 	case upstream.StateReady:
-		d.ok("upstream %s: ready (%s, pid %d), %d tools published, %d not (%s)", st.Name, cmpOr(st.Server, "server unnamed"), st.PID, len(st.Published), len(st.Withheld), as)
+		d.ok("upstream %s: ready (%s, pid %d): %d tools can be published (the grants say to whom), %d are withheld (%s)", st.Name, cmpOr(st.Server, "server unnamed"), st.PID, len(st.Published), len(st.Withheld), as)
 	case upstream.StateStarting:
 		d.skip("upstream %s: starting (%s)", st.Name, as)
 	case upstream.StateStopped:

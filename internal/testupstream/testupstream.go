@@ -71,6 +71,10 @@ func MaybeRun() {
 	}
 }
 
+// Main runs the server with flags, for a program that is it by name
+// rather than by Arg; it returns the exit code.
+func Main(flags []string) int { return run(flags) }
+
 // Command is the command line that runs the server from the test binary
 // exe, with flags.
 func Command(exe string, flags ...string) []string {
