@@ -75,7 +75,7 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"code":     cmdCode,
+			"code":         cmdCode,
 			"waitsock":     cmdWaitSock,
 			"waitupstream": cmdWaitUpstream,
 		},

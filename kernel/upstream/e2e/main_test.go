@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	removeNPM()
+	testupstream.RemoveNPM()
 	os.Exit(code)
 }
 
