@@ -33,12 +33,6 @@ const (
 	EventUpstreamToolQuarantined = upstream.EventToolQuarantined
 )
 
-// Failure codes of brokered calls (docs/kernel-protocol.md).
-const (
-	codeUpstreamError       = upstream.CodeUpstreamError
-	codeUpstreamTimeout     = upstream.CodeUpstreamTimeout
-	codeUpstreamUnavailable = upstream.CodeUpstreamUnavailable
-)
 
 // maxBrokeredResult bounds a brokered call's result, its content and
 // structuredContent together as JSON; a larger one is answered too_large

@@ -323,11 +323,11 @@ func TestBrokeredFailuresAreResults(t *testing.T) {
 	c.hello("claude-code")
 	c.list()
 	r := c.invoke("test.fail", map[string]any{})
-	if r.Status != kproto.StatusFailed || r.Code != codeUpstreamError || !strings.Contains(r.Message, "it went wrong") || r.Retryable != nil {
+	if r.Status != kproto.StatusFailed || r.Code != kproto.CodeUpstreamError || !strings.Contains(r.Message, "it went wrong") || r.Retryable != nil {
 		t.Errorf("isError = %+v, want failed upstream_error with the upstream's text", r)
 	}
 	r = c.invoke("test.rpcerror", map[string]any{})
-	if r.Status != kproto.StatusFailed || r.Code != codeUpstreamError || !strings.Contains(r.Message, "no such thing") {
+	if r.Status != kproto.StatusFailed || r.Code != kproto.CodeUpstreamError || !strings.Contains(r.Message, "no such thing") {
 		t.Errorf("JSON-RPC error = %+v", r)
 	}
 	// The result bound follows MaxLine: 256 KiB less the envelope.
@@ -348,7 +348,7 @@ func TestASlowBrokeredCallTimesOutAndOneCancelledIsCancelledUpstream(t *testing.
 	c.hello("claude-code")
 	c.list()
 	r := c.invoke("test.slow", map[string]any{"id": "timed"})
-	if r.Status != kproto.StatusFailed || r.Code != codeUpstreamTimeout || r.Retryable == nil || !*r.Retryable {
+	if r.Status != kproto.StatusFailed || r.Code != kproto.CodeUpstreamTimeout || r.Retryable == nil || !*r.Retryable {
 		t.Errorf("slow = %+v, want failed upstream_timeout, retryable", r)
 	}
 	// The upstream was sent notifications/cancelled: its handler ended.
@@ -382,7 +382,7 @@ func TestAnUpstreamCrashMidCallFailsTheCallAndItIsRestarted(t *testing.T) {
 	c.list()
 	from := u.events.len()
 	r := c.invoke("test.crash", map[string]any{})
-	if r.Status != kproto.StatusFailed || r.Code != codeUpstreamUnavailable || r.Retryable == nil || !*r.Retryable {
+	if r.Status != kproto.StatusFailed || r.Code != kproto.CodeUpstreamUnavailable || r.Retryable == nil || !*r.Retryable {
 		t.Errorf("crash = %+v, want failed upstream_unavailable, retryable", r)
 	}
 	u.events.ready(t, from, "test")
@@ -639,5 +639,23 @@ func TestTheCatalogueHoldsAtMostMaxToolsBrokeredOnesIncluded(t *testing.T) {
 	}
 	if n := len(h.srv.brokeredCatalogue("claude-code", time.Now(), hashing.MaxTools)); n != 5 {
 		t.Errorf("with room: %d brokered tools, want 5", n)
+	}
+}
+
+// TestBrokeredCodesAreTheProtocols: the codes a brokered call fails with
+// are the ones docs/kernel-protocol.md and internal/kproto name.
+func TestBrokeredCodesAreTheProtocols(t *testing.T) {
+	for _, c := range [][2]string{
+		{upstream.CodeUpstreamError, kproto.CodeUpstreamError},
+		{upstream.CodeUpstreamTimeout, kproto.CodeUpstreamTimeout},
+		{upstream.CodeUpstreamUnavailable, kproto.CodeUpstreamUnavailable},
+		{upstream.CodeTooLarge, kproto.CodeTooLarge},
+		{upstream.CodeToolUnavailable, kproto.CodeToolUnavailable},
+		{upstream.CodeInvalidArguments, kproto.CodeInvalidArguments},
+		{upstream.CodeCancelled, kproto.CodeCancelled},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("upstream code %q, protocol code %q", c[0], c[1])
+		}
 	}
 }
