@@ -33,7 +33,6 @@ const (
 	EventUpstreamToolQuarantined = upstream.EventToolQuarantined
 )
 
-
 // maxBrokeredResult bounds a brokered call's result, its content and
 // structuredContent together as JSON; a larger one is answered too_large
 // and the turn goes on. It stays under the shim's default message limit
