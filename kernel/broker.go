@@ -119,12 +119,13 @@ type brokerState struct {
 }
 
 // SetUpstreams replaces the upstreams the kernel brokers. Before Serve it
-// only sets them. While Serve runs, it stops those no longer configured
-// (and those whose [[upstream]] changed), then starts the new and changed
-// ones; an unchanged upstream keeps running. New turns see the new set;
-// an open turn keeps its catalogue, and its calls to a tool whose
-// upstream was removed are refused tool_unavailable. It returns the first
-// upstream that could not be started (the others are started).
+// only sets them. While Serve runs, it stops those no longer configured,
+// restarts those whose [[upstream]] changed (stopping the old process
+// first) and starts the new ones; an unchanged upstream keeps running.
+// New turns see the new set; an open turn keeps its catalogue, and its
+// calls to a tool whose upstream was removed are refused
+// tool_unavailable. It returns the upstreams that could not be started
+// (the others are started).
 func (s *Server) SetUpstreams(specs []upstream.Spec) error {
 	b := &s.brokers
 	b.mu.Lock()
@@ -141,19 +142,35 @@ func (s *Server) SetUpstreams(specs []upstream.Spec) error {
 	var errs []error
 	for _, name := range slices.Clone(cur.names) {
 		old := cur.byName[name]
-		if sp, ok := want[name]; ok && reflect.DeepEqual(sp, old.spec) {
+		sp, keep := want[name]
+		if keep && reflect.DeepEqual(sp, old.spec) {
 			continue
 		}
-		// Stop it before starting its replacement: two copies of one
-		// server (the same memory file, say) must not run at once.
-		b.set.Store(b.set.Load().without(name))
+		if !keep {
+			// Removed: new turns do not see it, open turns' calls to it
+			// are tool_unavailable.
+			b.set.Store(b.set.Load().without(name))
+		}
+		// Changed: stopped before its replacement starts, so two copies
+		// of one server (one memory file, say) never run at once; while
+		// it restarts, calls to it are upstream_unavailable.
 		if err := old.m.Close(); err != nil {
 			s.Log.Warn().Err(err).Str("upstream", name).Msg("stop upstream")
 		}
-		s.Log.Info().Str("upstream", name).Msg("upstream stopped: its [[upstream]] was removed or changed")
+		s.Log.Info().Str("upstream", name).Bool("removed", !keep).Msg("upstream stopped: its [[upstream]] was removed or changed")
+		if !keep {
+			continue
+		}
+		nb, err := s.startBroker(sp)
+		if err != nil {
+			b.set.Store(b.set.Load().without(name))
+			errs = append(errs, err)
+			continue
+		}
+		b.set.Store(b.set.Load().with(nb))
 	}
 	for _, sp := range specs {
-		if b.set.Load().get(sp.Name) != nil {
+		if b.set.Load().get(sp.Name) != nil || cur.get(sp.Name) != nil {
 			continue
 		}
 		nb, err := s.startBroker(sp)

@@ -605,6 +605,23 @@ func TestAReloadReplacesTheUpstreamsForNewTurns(t *testing.T) {
 	if after := u.events.len(); after != before {
 		t.Errorf("an unchanged reload caused %d upstream events", after-before)
 	}
+
+	// A changed [[upstream]] is restarted: another process, and the open
+	// turn's tools, whose definitions are unchanged, reach it.
+	pid := h.srv.brokers.set.Load().get("test").m.Status()[0].PID
+	changed := slices.Clone(specs)
+	changed[0].Env = map[string]string{"GORACE": "atexit_sleep_ms=0", "CHANGED": "1"}
+	from = u.events.len()
+	if err := h.srv.SetUpstreams(changed); err != nil {
+		t.Fatal(err)
+	}
+	u.events.ready(t, from, "test")
+	if now := h.srv.brokers.set.Load().get("test").m.Status()[0].PID; now == pid || now == 0 {
+		t.Errorf("after a changed reload the upstream's pid is %d, was %d", now, pid)
+	}
+	if r := c3.invoke("test.echo", map[string]any{"text": "restarted"}); r.Status != kproto.StatusSucceeded {
+		t.Errorf("echo after a changed reload = %+v", r)
+	}
 }
 
 func TestAKernelWithOnlyUpstreamsServesNoFileTools(t *testing.T) {
