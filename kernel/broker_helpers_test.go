@@ -54,7 +54,7 @@ func (l *eventLog) add(ev upstream.Event) {
 
 // waitFrom returns the index of the first event at from or later that
 // matches.
-func (l *eventLog) waitFrom(t *testing.T, from int, what string, match func(upstream.Event) bool) int {
+func (l *eventLog) waitFrom(t testing.TB, from int, what string, match func(upstream.Event) bool) int {
 	t.Helper()
 	timer := time.NewTimer(upstreamDeadline)
 	defer timer.Stop()
@@ -85,7 +85,7 @@ func (l *eventLog) len() int {
 
 // ready waits for upstream name to be ready at event from or later and
 // returns the index after that event.
-func (l *eventLog) ready(t *testing.T, from int, name string) int {
+func (l *eventLog) ready(t testing.TB, from int, name string) int {
 	t.Helper()
 	return 1 + l.waitFrom(t, from, name+" ready", func(e upstream.Event) bool {
 		return e.Kind == upstream.EventState && e.Upstream == name && e.Status.State == upstream.StateReady
@@ -143,7 +143,7 @@ func logStderr(l *stderrLog) func(*Server) {
 }
 
 // upstreamSpecs parses [[upstream]] tables as the kernel's config would.
-func upstreamSpecs(t *testing.T, doc string) []upstream.Spec {
+func upstreamSpecs(t testing.TB, doc string) []upstream.Spec {
 	t.Helper()
 	c, err := ParseConfig("test.toml", []byte(doc))
 	if err != nil {
@@ -155,7 +155,7 @@ func upstreamSpecs(t *testing.T, doc string) []upstream.Spec {
 // testUpstreamTable is the [[upstream]] table of the test upstream named
 // name, recording into record, with extra keys and [[upstream.tool]]
 // tables and flags for the server.
-func testUpstreamTable(t *testing.T, name, record, extra string, flags ...string) string {
+func testUpstreamTable(t testing.TB, name, record, extra string, flags ...string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
