@@ -323,11 +323,17 @@ func newExecutionID() string {
 }
 
 // instructions is what hello tells the model about this kernel.
-func instructions(integration string) string {
-	return fmt.Sprintf("Tools here are served by the SharedOS reference kernel to the integration %q. "+
+func (s *Server) instructions(integration string) string {
+	text := fmt.Sprintf("Tools here are served by the SharedOS reference kernel to the integration %q. "+
 		"Every call is authorized against the host's grants and recorded in an audit log. "+
-		"A call refused with status \"denied\" will be refused again if retried unchanged: choose another path or ask the user. "+
-		"File paths are absolute within the shared root, which is \"/\".", integration)
+		"A call refused with status \"denied\" will be refused again if retried unchanged: choose another path or ask the user.", integration)
+	if s.files != nil {
+		text += " File paths are absolute within the shared root, which is \"/\"."
+	}
+	if len(s.Upstreams) > 0 {
+		text += " Tools named <server>.<tool> belong to other MCP servers the kernel brokers; their results come from those servers."
+	}
+	return text
 }
 
 func (s *Server) maxLine() int {

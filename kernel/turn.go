@@ -287,7 +287,7 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 		Protocol:     kproto.Version,
 		Principal:    kproto.Principal{Kind: "integration", Name: p.Name},
 		ExecutionID:  t.execID,
-		Instructions: instructions(p.Name),
+		Instructions: t.s.instructions(p.Name),
 		Kernel:       kproto.Peer{Name: KernelName, Version: t.s.Version},
 		MaxLine:      t.s.maxLine(),
 	})
