@@ -248,8 +248,9 @@ func (s *Server) noteAudit(err error) bool {
 // Policy is what a running kernel can change without a restart: SetPolicy
 // replaces it at once for every later decision, in open turns too (their
 // catalogues stay as they were resolved at hello; only what each call is
-// allowed changes). The files root, the socket and the audit log are
-// fixed for the kernel's life.
+// allowed changes). The upstreams change with SetUpstreams. The files
+// root, the socket, the audit log and the state directory are fixed for
+// the kernel's life.
 type Policy struct {
 	Grants         []policy.Grant
 	AllowUIDs      []uint32 // nil means the kernel's own uid only
