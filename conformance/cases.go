@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel"
 )
 
@@ -53,6 +55,18 @@ type evidence struct {
 	root      string     // the files root after the run
 	exitErr   error      // the harness process's exit
 	stdout    string
+	upstream  []testupstream.Recorded // the calls the brokered test upstream received
+}
+
+// reachedUpstream reports whether the test upstream received a call of
+// its tool named tool.
+func (e *evidence) reachedUpstream(tool string) bool {
+	for _, r := range e.upstream {
+		if r.Tool == tool {
+			return true
+		}
+	}
+	return false
 }
 
 // invocations returns the kernel's tool.invoked events for tool.
@@ -77,6 +91,9 @@ func (e *evidence) result(r int) (ToolResult, bool) {
 	}
 	return ToolResult{}, false
 }
+
+// offeredTools is every tool name the harness offered its model.
+func (e *evidence) offeredTools() []string { return offered(e.exchanges) }
 
 // finalAt is when the final answer after round rounds was served.
 func (e *evidence) finalAt(rounds int) (time.Time, bool) {
@@ -265,6 +282,43 @@ var cases = []Case{
 				return gradeFail, err.Error()
 			}
 			return gradePass, "the structured entries reached the model"
+		},
+	},
+	{
+		// test.get_repo is published (integration:* may read the
+		// repositories of sharedos); this call names another owner's. What
+		// the upstream would have answered ("other/secret") is also the
+		// refusal's resource, so the proof it did not leak is that the
+		// upstream never received the call.
+		ID: "broker-out-of-scope", Title: "brokered tool, argument outside the grant",
+		Steps: [][]Call{{{Tool: "test.get_repo", Args: map[string]any{"owner": "other", "repo": "secret"}}}},
+		grade: func(e *evidence, h *harness) (string, string) {
+			g, why := expectRefusal("test.get_repo", kproto.CodeNoMatchingGrant, "")(e, h)
+			if e.reachedUpstream("get_repo") {
+				return gradeFail, "the refused call reached the upstream"
+			}
+			if inv := e.invocations("test.get_repo"); len(inv) > 0 && (inv[0].Upstream != "test" || inv[0].Resource != "test:/repos/other/secret") {
+				return gradeFail, fmt.Sprintf("the kernel recorded upstream %q, resource %q; want test, test:/repos/other/secret", inv[0].Upstream, inv[0].Resource)
+			}
+			if g == gradePass {
+				why += "; the upstream never received it"
+			}
+			return g, why
+		},
+	},
+	{
+		// test.env is offered by the upstream but no grant allows it, so
+		// it is not published: deny by default.
+		ID: "broker-ungranted", Title: "brokered tool no grant allows",
+		Steps: [][]Call{{{Tool: "test.env", Args: map[string]any{}}}},
+		grade: func(e *evidence, h *harness) (string, string) {
+			if slices.ContainsFunc(e.offeredTools(), func(n string) bool { return strings.Contains(n, "test_env") || n == "test.env" }) {
+				return gradeFail, "the ungranted test.env was offered to the model"
+			}
+			if e.reachedUpstream("env") {
+				return gradeFail, "the ungranted call reached the upstream"
+			}
+			return expectRefusal("test.env", kproto.CodeToolUnavailable, "PATH=")(e, h)
 		},
 	},
 	{

@@ -19,12 +19,16 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 )
 
 //go:embed kernel.toml
 var kernelConfig []byte
 
 func main() {
+	// The kernel of each case runs this program as its brokered upstream.
+	testupstream.MaybeRun()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
 	stop()

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel"
 )
 
@@ -142,7 +143,12 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		return CaseResult{}, fmt.Errorf("fixtures: %w", err)
 	}
 	cfg := filepath.Join(dir, "kernel.toml")
-	if err := os.WriteFile(cfg, kernelConfig, 0o600); err != nil {
+	record := filepath.Join(dir, "upstream-calls.jsonl")
+	upstreamTable, err := upstreamConfig(record)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	if err := os.WriteFile(cfg, append(slices.Clone(kernelConfig), upstreamTable...), 0o600); err != nil {
 		return CaseResult{}, err
 	}
 	// A case that holds a call puts the hold proxy on the installed
@@ -156,6 +162,12 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		return CaseResult{}, err
 	}
 	defer stopKernel()
+	// Every case's turns must see the same catalogue, the upstream's
+	// tool in it: wait until the upstream is ready before the harness
+	// lists anything.
+	if err := waitUpstream(filepath.Join(dir, "state"), "test", 30*time.Second); err != nil {
+		return CaseResult{}, err
+	}
 	var proxy *holdProxy
 	var settle func()
 	if c.Hold != nil {
@@ -231,7 +243,11 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		r.Grade, r.Detail = gradeFail, "scripted model: "+strings.Join(modelErrs, "; ")
 		return r, nil
 	}
-	ev := &evidence{audit: events, exchanges: exchanges, held: held, root: env.root, exitErr: exitErr, stdout: stdout.String()}
+	upstreamCalls, err := testupstream.ReadRecord(record)
+	if err != nil {
+		return CaseResult{}, err
+	}
+	ev := &evidence{audit: events, exchanges: exchanges, held: held, root: env.root, exitErr: exitErr, stdout: stdout.String(), upstream: upstreamCalls}
 	r.Grade, r.Detail = c.grade(ev, h)
 	switch {
 	case r.Grade != gradeNotExercised:
@@ -242,6 +258,47 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		r.Detail += "; the harness asked the model without offering the kernel's tools (its MCP server was not connected yet)"
 	}
 	return r, nil
+}
+
+// upstreamConfig is the [[upstream]] table kernel.toml's brokered grants
+// are for: this program, run as the test upstream, recording each call it
+// receives in record, in a state directory beside the config.
+func upstreamConfig(record string) ([]byte, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this program to run as the test upstream: %w", err)
+	}
+	return fmt.Appendf(nil, `
+[[upstream]]
+name = "test"
+command = [%q, %q, "-record", %q]
+env = { GORACE = "atexit_sleep_ms=0" }
+
+[[upstream.tool]]
+name = "get_repo"
+action = "read"
+resource = "/repos/{owner}/{repo}"
+`, self, testupstream.Arg, record), nil
+}
+
+// waitUpstream polls the status a kernel writes in its state directory
+// until the upstream is ready (its log is not the runner's to read).
+func waitUpstream(stateDir, name string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		r, err := kernel.ReadUpstreamReport(stateDir)
+		if err == nil {
+			for _, u := range r.Upstreams {
+				if u.Name == name && u.State == "ready" {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("upstream %s not ready within %s (%+v, %v)", name, d, r, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // settleWait bounds how long the final answer of a case that holds a call

@@ -89,6 +89,15 @@ type Event struct {
 	Reason      string `json:"reason,omitempty"`
 	Note        string `json:"note,omitempty"`
 
+	// Brokered tools: the upstream a call went to (tool.invoked,
+	// tool.authorized), and what upstream.tool.pinned and
+	// upstream.tool.quarantined say of a definition: its SHA-256, the one
+	// pinned before it, and the fields that differ.
+	Upstream string   `json:"upstream,omitempty" max:"64"`
+	SHA256   string   `json:"sha256,omitempty" max:"64"`
+	Previous string   `json:"previous,omitempty" max:"64"`
+	Changed  []string `json:"changed,omitempty"`
+
 	// audit.segment only.
 	Continues string `json:"continues,omitempty"`
 	TornLines int    `json:"tornLines,omitempty"`

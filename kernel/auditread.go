@@ -170,6 +170,13 @@ func statusCell(e Event) string {
 		}
 	case EventTurnRefused, EventTurnEscalated:
 		return e.Reason
+	case EventUpstreamToolPinned:
+		if len(e.Changed) > 0 {
+			return e.Reason + ": " + strings.Join(e.Changed, ", ")
+		}
+		return e.Reason
+	case EventUpstreamToolQuarantined:
+		return "changed: " + strings.Join(e.Changed, ", ")
 	case EventAuditSegment:
 		if e.Reason == SegmentTornTail {
 			return fmt.Sprintf("%s: %d line(s) set aside", e.Reason, e.TornLines)

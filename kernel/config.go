@@ -16,6 +16,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -25,8 +26,15 @@ type Config struct {
 	Socket    string         // "" means sockpath.Default
 	AuditLog  string         // "" means DefaultAuditPath
 	AllowUIDs []uint32       // nil means the kernel's own uid
-	Root      string         // the files root, absolute
+	Root      string         // the files root, absolute; "" serves no file tools (only valid with upstreams)
 	Grants    []policy.Grant // deny by default: only these allow anything
+
+	// StateDir holds what the kernel keeps between runs besides its audit
+	// log: the upstreams' pins and status. "" means DefaultStateDir.
+	StateDir string
+	// Upstreams are the [[upstream]] servers the kernel brokers, in the
+	// order the file declares them.
+	Upstreams []upstream.Spec
 
 	// AllowHardLinks serves regular files with more than one name; see
 	// Server.AllowHardLinks.
@@ -40,8 +48,9 @@ type Config struct {
 
 // Lines holds 1-based line numbers in a config file; 0 is unknown.
 type Lines struct {
-	Root   int   // [files] root
-	Grants []int // each [[grant]] header, in order
+	Root      int   // [files] root
+	Grants    []int // each [[grant]] header, in order
+	Upstreams []int // each [[upstream]] header, in order
 }
 
 // GrantLine is the line of grant i's [[grant]] header (0-based i), 0
@@ -74,13 +83,47 @@ func (c Config) RootRef() string {
 	return fmt.Sprintf("[files] root at %s:%d", c.File, c.Lines.Root)
 }
 
+// UpstreamRef names upstream i (0-based) for a message: "FILE:LINE:
+// upstream NAME" when the config came from a file and the line is known.
+func (c Config) UpstreamRef(i int) string {
+	name := "upstream"
+	if i < len(c.Upstreams) {
+		name += " " + c.Upstreams[i].Name
+	}
+	switch {
+	case c.File == "":
+		return name
+	case i < len(c.Lines.Upstreams) && c.Lines.Upstreams[i] > 0:
+		return fmt.Sprintf("%s:%d: %s", c.File, c.Lines.Upstreams[i], name)
+	}
+	return c.File + ": " + name
+}
+
 // Namespaces returns the resource namespaces a grant in this config can
-// name: the built-in tools' (files, sharedos). A namespace not in the
-// list is a grant that could never match anything, so ParseConfig
-// refuses it. The list is the config's so that the namespaces of
-// upstream servers it declares can join it.
+// name: the built-in tools' (files, sharedos) and each upstream's name. A
+// namespace not in the list is a grant that could never match anything,
+// so ParseConfig refuses it.
 func (c Config) Namespaces() []string {
-	return []string{namespaceFiles, namespaceSharedOS}
+	ns := []string{namespaceFiles, namespaceSharedOS}
+	for _, u := range c.Upstreams {
+		ns = append(ns, u.Name)
+	}
+	return ns
+}
+
+// DefaultStateDir is where the kernel keeps its upstreams' pins and
+// status when the config names no state_dir: $XDG_STATE_HOME/sharedos,
+// else ~/.local/state/sharedos.
+func DefaultStateDir(getenv func(string) string) (string, error) {
+	return upstream.DefaultStateDir(getenv)
+}
+
+// StateDirOrDefault is the config's state_dir, else DefaultStateDir.
+func (c Config) StateDirOrDefault(getenv func(string) string) (string, error) {
+	if c.StateDir != "" {
+		return c.StateDir, nil
+	}
+	return DefaultStateDir(getenv)
 }
 
 // fileConfig is the TOML document. Unknown keys are an error, so a typo in
@@ -88,12 +131,14 @@ func (c Config) Namespaces() []string {
 type fileConfig struct {
 	Socket    string   `toml:"socket"`
 	AuditLog  string   `toml:"audit_log"`
+	StateDir  string   `toml:"state_dir"`
 	AllowUIDs []uint32 `toml:"allow_uids"`
 	Files     struct {
 		Root           string `toml:"root"`
 		AllowHardLinks bool   `toml:"allow_hard_links"`
 	} `toml:"files"`
-	Grant []fileGrant `toml:"grant"`
+	Grant    []fileGrant       `toml:"grant"`
+	Upstream []upstream.Config `toml:"upstream"`
 }
 
 type fileGrant struct {
@@ -155,15 +200,21 @@ func LoadConfig(file string) (Config, error) {
 	if err != nil {
 		return Config{}, &ConfigError{File: file, Err: fmt.Errorf("read config: %w", err)}
 	}
-	c, err := ParseConfig(file, data)
-	if err != nil {
-		return Config{}, err
-	}
 	base := filepath.Dir(file)
+	// An upstream runs in its cwd, taken from the file's directory; that
+	// must not depend on where the kernel is later started from.
+	absBase, err := filepath.Abs(base)
+	if err != nil {
+		return Config{}, &ConfigError{File: file, Err: fmt.Errorf("read config: %w", err)}
+	}
+	c, err := parseConfig(file, data, absBase)
+	if err != nil {
+		return Config{}, &ConfigError{File: file, Err: err}
+	}
 	for _, p := range []struct {
 		key string
 		v   *string
-	}{{"socket", &c.Socket}, {"audit_log", &c.AuditLog}, {"[files] root", &c.Root}} {
+	}{{"socket", &c.Socket}, {"audit_log", &c.AuditLog}, {"state_dir", &c.StateDir}, {"[files] root", &c.Root}} {
 		if *p.v == "" {
 			continue
 		}
@@ -173,6 +224,11 @@ func LoadConfig(file string) (Config, error) {
 		}
 		if !filepath.IsAbs(expanded) {
 			expanded = filepath.Join(base, expanded)
+			if p.v == &c.StateDir {
+				// The pins are found again by kernel approve and doctor,
+				// started from anywhere.
+				expanded = filepath.Join(absBase, *p.v)
+			}
 		}
 		*p.v = expanded
 	}
@@ -204,22 +260,45 @@ func expandHome(p string) (string, error) {
 // LoadConfig) nor checked on disk: CheckRoot does that once flags have
 // had their say.
 func ParseConfig(name string, data []byte) (Config, error) {
-	c, err := parseConfig(name, data)
+	c, err := parseConfig(name, data, "")
 	if err != nil {
 		return Config{}, &ConfigError{File: name, Err: err}
 	}
 	return c, nil
 }
 
-func parseConfig(name string, data []byte) (Config, error) {
+// parseConfig decodes and validates; base, when not "", is the config
+// file's directory, which an upstream's cwd is relative to (and where an
+// upstream without one runs).
+func parseConfig(name string, data []byte, base string) (Config, error) {
 	var fc fileConfig
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
 		return Config{}, decodeError(name, err)
 	}
-	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
+	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
 		return Config{}, fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name)
+	}
+	if base != "" {
+		for i := range fc.Upstream {
+			cwd, err := expandHome(fc.Upstream[i].Cwd)
+			if err != nil {
+				return Config{}, upstreamError(name, data, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "cwd", Err: err})
+			}
+			fc.Upstream[i].Cwd = cwd
+		}
+	}
+	specs, err := upstream.Parse(fc.Upstream, base)
+	if err != nil {
+		var ce *upstream.ConfigError
+		if errors.As(err, &ce) {
+			return Config{}, upstreamError(name, data, ce)
+		}
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(specs) > 0 {
+		c.Upstreams = specs
 	}
 	namespaces := c.Namespaces()
 	for i, g := range fc.Grant {
@@ -252,6 +331,14 @@ func parseConfig(name string, data []byte) (Config, error) {
 	return c, nil
 }
 
+// upstreamError places an [[upstream]] problem at its line and column.
+func upstreamError(name string, data []byte, ce *upstream.ConfigError) error {
+	if line, col, ok := upstream.Locate(data, ce); ok {
+		return fmt.Errorf("%s:%d:%d: %w", name, line, col, ce)
+	}
+	return fmt.Errorf("%s: %w", name, ce)
+}
+
 // configLines finds the lines of [files] root and of each [[grant]] in a
 // document that has already decoded. It reads go-toml's unstable parser,
 // the one API that gives positions; TestConfigLines pins what it relies
@@ -277,6 +364,9 @@ func configLines(data []byte) Lines {
 			table = key
 			if n.Kind == unstable.ArrayTable && key == "grant" {
 				l.Grants = append(l.Grants, line(n))
+			}
+			if n.Kind == unstable.ArrayTable && key == "upstream" {
+				l.Upstreams = append(l.Upstreams, line(n))
 			}
 		case unstable.KeyValue:
 			if table+"."+key == "files.root" || (table == "" && key == "files.root") {
@@ -329,17 +419,29 @@ func decodeError(name string, err error) error {
 // shows instead of the Go type go-toml names ("cannot decode TOML string
 // into struct field kernel.fileGrant.Actions of type []string").
 var wantValue = map[string]string{
-	"socket":            `a string, e.g. socket = "/run/user/1000/sharedos/kernel.sock"`,
-	"audit_log":         `a string, e.g. audit_log = "~/.local/state/sharedos/audit.jsonl"`,
-	"allow_uids":        "an array of uids, e.g. allow_uids = [1000]",
-	"files":             "a table: [files]",
-	"files.root":        `a string, e.g. root = "~/work"`,
-	"grant":             "tables: [[grant]]",
-	"grant.subject":     `a string, e.g. subject = "integration:claude-code"`,
-	"grant.resource":    `a string, e.g. resource = "files:/docs"`,
-	"grant.descendants": "true or false",
-	"grant.actions":     `an array of strings, e.g. actions = ["read", "list"]`,
-	"grant.expires":     "a date-time with an offset, e.g. expires = 2027-01-01T00:00:00Z",
+	"socket":                   `a string, e.g. socket = "/run/user/1000/sharedos/kernel.sock"`,
+	"audit_log":                `a string, e.g. audit_log = "~/.local/state/sharedos/audit.jsonl"`,
+	"state_dir":                `a string, e.g. state_dir = "~/.local/state/sharedos"`,
+	"allow_uids":               "an array of uids, e.g. allow_uids = [1000]",
+	"files":                    "a table: [files]",
+	"files.root":               `a string, e.g. root = "~/work"`,
+	"grant":                    "tables: [[grant]]",
+	"grant.subject":            `a string, e.g. subject = "integration:claude-code"`,
+	"grant.resource":           `a string, e.g. resource = "files:/docs"`,
+	"grant.descendants":        "true or false",
+	"grant.actions":            `an array of strings, e.g. actions = ["read", "list"]`,
+	"grant.expires":            "a date-time with an offset, e.g. expires = 2027-01-01T00:00:00Z",
+	"upstream":                 "tables: [[upstream]]",
+	"upstream.name":            `a string, e.g. name = "memory"`,
+	"upstream.command":         `an array of strings, e.g. command = ["npx", "-y", "@modelcontextprotocol/server-memory"]`,
+	"upstream.env":             `a table of strings, e.g. env = { MEMORY_FILE_PATH = "/home/me/memory.jsonl" }`,
+	"upstream.cwd":             `a string, e.g. cwd = "~/work"`,
+	"upstream.startup_timeout": `a Go duration string, e.g. startup_timeout = "30s"`,
+	"upstream.call_timeout":    `a Go duration string, e.g. call_timeout = "90s"`,
+	"upstream.tool":            "tables: [[upstream.tool]]",
+	"upstream.tool.name":       `a string, e.g. name = "read_graph"`,
+	"upstream.tool.action":     `one of "read", "list", "search", "write", "call"`,
+	"upstream.tool.resource":   `a string, e.g. resource = "/graph" or "/repos/{owner}/{repo}"`,
 }
 
 var (

@@ -240,3 +240,80 @@ func TestCheckRootSaysWhatIsWrongWithoutThePathTwice(t *testing.T) {
 		t.Errorf("empty root: %v", err)
 	}
 }
+
+func TestConfigUpstreams(t *testing.T) {
+	doc := `state_dir = "~/state"
+
+[[upstream]]
+name = "memory"
+command = ["npx", "-y", "@modelcontextprotocol/server-memory"]
+env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
+call_timeout = "5s"
+
+[[upstream.tool]]
+name = "read_graph"
+action = "read"
+resource = "/graph"
+
+[[grant]]
+subject = "integration:claude-code"
+resource = "memory:/"
+descendants = true
+actions = ["read"]
+`
+	c, err := ParseConfig("c.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Upstreams) != 1 || c.Upstreams[0].Name != "memory" || c.Upstreams[0].CallTimeout != 5*time.Second ||
+		c.Upstreams[0].Env["MEMORY_FILE_PATH"] != "/tmp/m.jsonl" || c.Upstreams[0].Tools["read_graph"].Action != "read" {
+		t.Errorf("upstreams %+v", c.Upstreams)
+	}
+	// Without [files]: valid, and the grant on the upstream's namespace is known.
+	if ns := c.Namespaces(); strings.Join(ns, ",") != "files,sharedos,memory" {
+		t.Errorf("Namespaces = %v", ns)
+	}
+	if c.Root != "" || c.StateDir != "~/state" || c.UpstreamRef(0) != "c.toml:3: upstream memory" {
+		t.Errorf("root %q, state_dir %q, ref %q", c.Root, c.StateDir, c.UpstreamRef(0))
+	}
+
+	// LoadConfig resolves state_dir and runs an upstream in the file's
+	// directory, or in its cwd taken from there.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "k.toml")
+	if err := os.WriteFile(file, []byte(doc+"\n[[upstream]]\nname = \"other\"\ncommand = [\"x\"]\ncwd = \"sub\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = LoadConfig(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StateDir != filepath.Join(home, "state") || c.Upstreams[0].Dir != dir || c.Upstreams[1].Dir != filepath.Join(dir, "sub") {
+		t.Errorf("state_dir %q, dirs %q %q", c.StateDir, c.Upstreams[0].Dir, c.Upstreams[1].Dir)
+	}
+}
+
+func TestConfigRefusesBadUpstreamsWithTheirLine(t *testing.T) {
+	const up = "[[upstream]]\nname = \"memory\"\ncommand = [\"server\"]\n"
+	tests := []struct{ name, doc, want string }{
+		{"a reserved name", "[[upstream]]\nname = \"files\"\ncommand = [\"x\"]\n", `c.toml:2:1: upstream #1 name: "files": the name is reserved for the kernel's own tools`},
+		{"the other reserved name", "\n[[upstream]]\ncommand = [\"x\"]\nname = \"sharedos\"\n", `c.toml:4:1: upstream #1 name: "sharedos": the name is reserved`},
+		{"two upstreams with one name", up + "\n" + up, `c.toml:6:1: upstream #2 name: "memory": another upstream already has this name`},
+		{"no command", "[[upstream]]\nname = \"m\"\n", `c.toml:1:3: upstream #1 command: the command must name a program`},
+		{"a bad duration", up + "call_timeout = \"soon\"\n", `c.toml:4:1: upstream #1 call_timeout: "soon" is not a duration`},
+		{"a bad action", up + "[[upstream.tool]]\nname = \"t\"\naction = \"delete\"\n", `c.toml:6:1: upstream #1 tool #1 action: "delete": the action must be one of read, list, search, write, call`},
+		{"a bad template", up + "[[upstream.tool]]\nname = \"t\"\nresource = \"/a/{b}{c}\"\n", `c.toml:6:1: upstream #1 tool #1 resource:`},
+		{"an unknown key", up + "comand = [\"x\"]\n", `c.toml:4:1: unknown key "upstream.comand"`},
+		{"a grant on an upstream that is not configured", up + "[[grant]]\nsubject = \"integration:*\"\nresource = \"memroy:/\"\nactions = [\"read\"]\n", `unknown namespace "memroy", so the grant could never match (the namespaces are files, sharedos, memory); did you mean memory:/?`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig("c.toml", []byte(tt.doc))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}

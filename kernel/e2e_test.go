@@ -13,6 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
 // The end-to-end tests run the real binary twice over: `kernel` as the
@@ -28,6 +31,10 @@ var e2e struct {
 }
 
 func TestMain(m *testing.M) {
+	// The brokering tests run this binary as each upstream's supervisor
+	// and as the test upstream itself.
+	upstream.MaybeSupervise()
+	testupstream.MaybeRun()
 	dir, err := os.MkdirTemp("", "smcp-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

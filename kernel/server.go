@@ -22,6 +22,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -34,7 +35,9 @@ const shutdownGrace = 2 * time.Second
 
 // Server is the reference kernel. Set its fields, then call Serve once.
 type Server struct {
-	Root      string         // files root, an existing directory
+	// Root is the files root, an existing directory; "" serves no file
+	// tools (a kernel that only brokers upstreams).
+	Root      string
 	Grants    []policy.Grant // deny by default
 	AllowUIDs []uint32       // peers served; nil means the kernel's own uid only
 	Audit     *AuditLog      // required
@@ -45,6 +48,12 @@ type Server struct {
 	// Off, they are refused (hard_link): another name may be anywhere on
 	// the file system, and the grants see only this one.
 	AllowHardLinks bool
+	// Upstreams are the stdio MCP servers the kernel brokers (see
+	// SetUpstreams to change them while it runs), and StateDir holds
+	// their pins and status; required when there are upstreams. The
+	// program must call upstream.MaybeSupervise first thing in main.
+	Upstreams []upstream.Spec
+	StateDir  string
 
 	// Now is the clock grants are checked against; nil means time.Now.
 	Now func() time.Time
@@ -52,8 +61,9 @@ type Server struct {
 	// peercred.Get. Tests replace it to play another user.
 	PeerCred func(*net.UnixConn) (peercred.Cred, error)
 
-	files *filesRoot
-	tools []*tool // nil means registry(); tests in this package add their own
+	files   *filesRoot
+	tools   []*tool // nil means registry(); tests in this package add their own
+	brokers brokerState
 	// sink is where events go; nil means Audit. Tests make it fail.
 	sink auditSink
 
@@ -64,6 +74,9 @@ type Server struct {
 
 	// Bounds, set by Serve to the constants below; tests make them small.
 	turnCalls, runningCalls, bigLineCount int
+	// upstreamEvents, when set, is told every upstream event first; tests
+	// wait on it for an upstream to be ready again.
+	upstreamEvents func(upstream.Event)
 	// waits, when set, is told before the kernel waits for a bound:
 	// "turn", "running" or "line". Tests use it to know a wait began.
 	waits func(bound string)
@@ -106,15 +119,24 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	if s.Version == "" {
 		s.Version = "devel"
 	}
-	files, err := openFilesRoot(s.Root)
-	if err != nil {
-		ln.Close()
-		return err
+	if s.Root != "" {
+		files, err := openFilesRoot(s.Root)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer files.Close()
+		s.files = files
 	}
-	defer files.Close()
-	s.files = files
 	if s.tools == nil {
 		s.tools = registry()
+		if s.files == nil {
+			s.tools = slices.DeleteFunc(s.tools, func(t *tool) bool { return t.scope.Namespace == namespaceFiles })
+		}
+	}
+	if err := s.startBrokers(); err != nil {
+		ln.Close()
+		return err
 	}
 	s.conns = map[*net.UnixConn]struct{}{}
 
@@ -166,6 +188,9 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	}
 	s.mu.Unlock()
 	wg.Wait()
+	// The turns are over; end the upstreams (and what they spawned)
+	// before the last sync, so their final records are in it.
+	s.closeBrokers()
 	syncErr := s.Audit.Sync()
 	if err := ln.Close(); err != nil {
 		s.Log.Warn().Err(err).Str("socket", ln.Path()).Msg("closing the socket")
@@ -223,8 +248,9 @@ func (s *Server) noteAudit(err error) bool {
 // Policy is what a running kernel can change without a restart: SetPolicy
 // replaces it at once for every later decision, in open turns too (their
 // catalogues stay as they were resolved at hello; only what each call is
-// allowed changes). The files root, the socket and the audit log are
-// fixed for the kernel's life.
+// allowed changes). The upstreams change with SetUpstreams. The files
+// root, the socket, the audit log and the state directory are fixed for
+// the kernel's life.
 type Policy struct {
 	Grants         []policy.Grant
 	AllowUIDs      []uint32 // nil means the kernel's own uid only
@@ -298,11 +324,17 @@ func newExecutionID() string {
 }
 
 // instructions is what hello tells the model about this kernel.
-func instructions(integration string) string {
-	return fmt.Sprintf("Tools here are served by the SharedOS reference kernel to the integration %q. "+
+func (s *Server) instructions(integration string) string {
+	text := fmt.Sprintf("Tools here are served by the SharedOS reference kernel to the integration %q. "+
 		"Every call is authorized against the host's grants and recorded in an audit log. "+
-		"A call refused with status \"denied\" will be refused again if retried unchanged: choose another path or ask the user. "+
-		"File paths are absolute within the shared root, which is \"/\".", integration)
+		"A call refused with status \"denied\" will be refused again if retried unchanged: choose another path or ask the user.", integration)
+	if s.files != nil {
+		text += " File paths are absolute within the shared root, which is \"/\"."
+	}
+	if len(s.Upstreams) > 0 {
+		text += " Tools named <server>.<tool> belong to other MCP servers the kernel brokers; their results come from those servers."
+	}
+	return text
 }
 
 func (s *Server) maxLine() int {

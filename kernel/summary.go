@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -25,7 +26,35 @@ type Summary struct {
 	// Warnings are worth fixing but may be meant: an action no tool
 	// uses, a subject no installed harness announces.
 	Warnings []Finding
+	// Upstreams are the brokered servers, in config order: which of
+	// their tools are known before they run, and how those are
+	// authorized.
+	Upstreams []UpstreamSummary
 }
+
+// UpstreamSummary is one [[upstream]] as the config describes it.
+type UpstreamSummary struct {
+	Name    string
+	Command []string
+	Where   string // Config.UpstreamRef
+	// Tools are its [[upstream.tool]] tables, by name. Every other tool
+	// it offers is action call on /<tool name>; which those are is known
+	// only once it runs.
+	Tools []ConfiguredTool
+}
+
+// ConfiguredTool is one [[upstream.tool]]: the published name and how a
+// call is authorized.
+type ConfiguredTool struct {
+	Name     string // "<upstream>.<tool>"
+	Action   string
+	Resource string // "<upstream>:/path/{arg}"
+}
+
+// AnyTool stands, in an Allowance's Tool, for every tool of an upstream
+// that no [[upstream.tool]] names: "memory.*". Which those are is known
+// only once the upstream runs.
+const AnyTool = "*"
 
 // SubjectSummary is what one grant subject may do.
 type SubjectSummary struct {
@@ -64,7 +93,20 @@ func (f Finding) String() string {
 // (policy.Discoverable), applied one grant at a time.
 func Summarize(c Config, now time.Time) Summary {
 	tools := registry()
+	// A kernel that brokers upstreams may run without a files root, and
+	// then serves no file tools. (Without upstreams it needs one.)
+	if c.Root == "" && len(c.Upstreams) > 0 {
+		tools = slices.DeleteFunc(tools, func(t *tool) bool { return t.scope.Namespace == namespaceFiles })
+	}
 	var s Summary
+	for i, u := range c.Upstreams {
+		us := UpstreamSummary{Name: u.Name, Command: u.Command, Where: c.UpstreamRef(i)}
+		for _, n := range sortedNames(u.Tools) {
+			ts := u.Tools[n]
+			us.Tools = append(us.Tools, ConfiguredTool{Name: u.Name + "." + n, Action: ts.Action, Resource: u.Name + ":" + ts.Resource.String()})
+		}
+		s.Upstreams = append(s.Upstreams, us)
+	}
 	bySubject := map[string]*SubjectSummary{}
 	for i, g := range c.Grants {
 		where := c.GrantRef(i)
@@ -77,6 +119,9 @@ func Summarize(c Config, now time.Time) Summary {
 		var rows []Allowance
 		used := map[string]bool{}
 		var inNamespace []string
+		if u := c.upstream(g.Resource.Namespace); u != nil {
+			rows, inNamespace = brokeredAllowances(u, g, i, name, now, used)
+		}
 		for _, t := range tools {
 			if t.scope.Namespace != g.Resource.Namespace {
 				continue
@@ -89,8 +134,12 @@ func Summarize(c Config, now time.Time) Summary {
 			rows = append(rows, Allowance{Tool: t.def.Name, Action: t.action, Resource: g.Resource, Descendants: g.Descendants, Expires: g.Expires, Grant: i})
 		}
 		if len(rows) == 0 {
+			tools := strings.Join(inNamespace, ", ")
+			if len(inNamespace) == 0 {
+				tools = "none (there is no [files] root)"
+			}
 			s.Problems = append(s.Problems, Finding{where, fmt.Sprintf("gives %s on %s, which no tool uses, so it grants nothing; the tools in %s are %s",
-				strings.Join(g.Actions, ", "), g.Resource, g.Resource.Namespace, strings.Join(inNamespace, ", "))})
+				strings.Join(g.Actions, ", "), g.Resource, g.Resource.Namespace, tools)})
 			continue
 		}
 		var unused []string
@@ -128,6 +177,85 @@ func Summarize(c Config, now time.Time) Summary {
 		s.Problems = append(s.Problems, Finding{"", "no grant gives any tool: every integration's catalogue is empty"})
 	}
 	return s
+}
+
+// upstream returns the [[upstream]] named name, or nil.
+func (c Config) upstream(name string) *upstream.Spec {
+	for i := range c.Upstreams {
+		if c.Upstreams[i].Name == name {
+			return &c.Upstreams[i]
+		}
+	}
+	return nil
+}
+
+// brokeredAllowances lists what grant g (index i) publishes of upstream
+// u to integration: each configured tool whose action and resource it
+// reaches (the kernel's own rule, brokeredDiscoverable), and the tools no
+// [[upstream.tool]] names, action call on /<tool>: all of them ("u.*")
+// for a grant on u:/ and below, the one it names for a grant on u:/name.
+// inNamespace describes the configured tools for a message.
+func brokeredAllowances(u *upstream.Spec, g policy.Grant, i int, integration string, now time.Time, used map[string]bool) (rows []Allowance, inNamespace []string) {
+	one := []policy.Grant{g}
+	row := func(tool, action string) Allowance {
+		used[action] = true
+		return Allowance{Tool: u.Name + "." + tool, Action: action, Resource: g.Resource, Descendants: g.Descendants, Expires: g.Expires, Grant: i}
+	}
+	for _, n := range sortedNames(u.Tools) {
+		ts := u.Tools[n]
+		inNamespace = append(inNamespace, fmt.Sprintf("%s.%s (%s on %s:%s)", u.Name, n, ts.Action, u.Name, ts.Resource))
+		if brokeredDiscoverable(one, integration, u.Name, ts.Resource, ts.Action, now) {
+			rows = append(rows, row(n, ts.Action))
+		}
+	}
+	inNamespace = append(inNamespace, fmt.Sprintf("%s.%s (every other tool: call on %s:/<tool>, known once it runs)", u.Name, AnyTool, u.Name))
+	if !policy.Discoverable(one, integration, g.Resource, policy.ActionCall, now) {
+		return rows, inNamespace
+	}
+	p := g.Resource.Path
+	switch {
+	case p == "/" && g.Descendants:
+		rows = append(rows, row(AnyTool, policy.ActionCall))
+	case p != "/" && !strings.Contains(p[1:], "/"):
+		if _, configured := u.Tools[p[1:]]; !configured {
+			rows = append(rows, row(p[1:], policy.ActionCall))
+		}
+	}
+	return rows, inNamespace
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CheckUpstreamReport adds what a running kernel found once its
+// upstreams ran (r, from ReadUpstreamReport): each tool it does not
+// publish, and why, as a problem, and each upstream that is not ready as
+// a warning. Only upstreams the config still names are looked at.
+func (s *Summary) CheckUpstreamReport(c Config, r UpstreamReport) {
+	when := r.Written.UTC().Format(time.RFC3339)
+	for _, st := range r.Upstreams {
+		i := slices.IndexFunc(c.Upstreams, func(u upstream.Spec) bool { return u.Name == st.Name })
+		if i < 0 {
+			continue
+		}
+		where := c.UpstreamRef(i)
+		if st.State != string(upstream.StateReady) {
+			msg := fmt.Sprintf("was %s when the kernel last reported (%s)", st.State, when)
+			if st.Reason != "" {
+				msg += ": " + st.Reason
+			}
+			s.Warnings = append(s.Warnings, Finding{where, msg})
+		}
+		for _, w := range st.Withheld {
+			s.Problems = append(s.Problems, Finding{where, fmt.Sprintf("%s is not published (%s): %s (as the kernel reported at %s)", w.Name, w.Reason, w.Detail, when)})
+		}
+	}
 }
 
 // CheckInstalled adds warnings about how the grants and the installed
@@ -169,4 +297,38 @@ func (s *Summary) CheckInstalled(c Config, installed []string) {
 			s.Warnings = append(s.Warnings, Finding{"", fmt.Sprintf("the installed integration %q has no grant: its catalogue is empty", name)})
 		}
 	}
+}
+
+// ToolGrants returns the indexes of c's grants that, each on its own,
+// publish to integration at now a brokered tool of the upstream ns whose
+// calls need action on the resource template: the kernel's rule for
+// listing it. The catalog command shows them beside each brokered tool.
+func ToolGrants(c Config, integration, ns, template, action string, now time.Time) ([]int, error) {
+	r, err := policy.ParseTemplate(template)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, g := range c.Grants {
+		if brokeredDiscoverable([]policy.Grant{g}, integration, ns, r, action, now) {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// UpstreamTool returns how the config authorizes the upstream ns's tool
+// (the upstream's own name for it): its action and resource template. ok
+// is false when ns is not a configured upstream or the tool's name cannot
+// be its default resource.
+func (c Config) UpstreamTool(ns, tool string) (action, template string, ok bool) {
+	u := c.upstream(ns)
+	if u == nil {
+		return "", "", false
+	}
+	ts, ok := u.Tool(tool)
+	if !ok {
+		return "", "", false
+	}
+	return ts.Action, ts.Resource.String(), true
 }

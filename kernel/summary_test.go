@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
 var summaryNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
@@ -152,5 +154,73 @@ actions = ["read"]
 	}
 	if len(s.Problems) != 0 {
 		t.Errorf("problems %v: a subject nobody uses yet is a warning, not a failure", s.Problems)
+	}
+}
+
+func TestSummarizeUpstreams(t *testing.T) {
+	c := mustParse(t, `[[upstream]]
+name = "gh"
+command = ["gh-server"]
+
+[[upstream.tool]]
+name = "get_repo"
+action = "read"
+resource = "/repos/{owner}/{repo}"
+
+[[upstream.tool]]
+name = "read_me"
+action = "read"
+resource = "/readme"
+
+[[grant]]
+subject = "integration:claude-code"
+resource = "gh:/repos/sharedos"
+descendants = true
+actions = ["read"]
+
+[[grant]]
+subject = "integration:claude-code"
+resource = "gh:/"
+descendants = true
+actions = ["call"]
+
+[[grant]]
+subject = "integration:codex"
+resource = "gh:/create_issue"
+actions = ["call"]
+
+[[grant]]
+subject = "integration:codex"
+resource = "gh:/other"
+actions = ["read"]
+`)
+	s := Summarize(c, summaryNow)
+	if len(s.Upstreams) != 1 || s.Upstreams[0].Name != "gh" || len(s.Upstreams[0].Tools) != 2 ||
+		s.Upstreams[0].Tools[0] != (ConfiguredTool{Name: "gh.get_repo", Action: "read", Resource: "gh:/repos/{owner}/{repo}"}) {
+		t.Errorf("upstreams %+v", s.Upstreams)
+	}
+	want := map[string][]string{
+		"integration:claude-code": {"gh.* call gh://** - #2", "gh.get_repo read gh:/repos/sharedos/** - #1"},
+		"integration:codex":       {"gh.create_issue call gh:/create_issue - #3"},
+	}
+	for _, sub := range s.Subjects {
+		if got := rows(sub); strings.Join(got, "\n") != strings.Join(want[sub.Subject], "\n") {
+			t.Errorf("%s:\n%s\nwant\n%s", sub.Subject, strings.Join(got, "\n"), strings.Join(want[sub.Subject], "\n"))
+		}
+	}
+	// read on gh:/other reaches no configured tool, and a tool that is
+	// not configured needs call.
+	if len(s.Problems) != 1 || !strings.Contains(s.Problems[0].String(), "k.toml:32: grant #4: gives read on gh:/other, which no tool uses") ||
+		!strings.Contains(s.Problems[0].String(), "gh.* (every other tool: call on gh:/<tool>, known once it runs)") {
+		t.Errorf("problems %v", s.Problems)
+	}
+
+	// What a running kernel reported joins the problems.
+	s.CheckUpstreamReport(c, UpstreamReport{Written: summaryNow, Upstreams: []UpstreamState{
+		{Name: "gh", State: "ready", Withheld: []WithheldTool{{Name: "gh.read_me", Reason: upstream.ReasonNotOffered, Detail: `a [[upstream.tool]] names "read_me", which the upstream does not offer`}}},
+		{Name: "gone", State: "failed"},
+	}})
+	if len(s.Problems) != 2 || s.Problems[1].String() != `k.toml:1: upstream gh: gh.read_me is not published (not_offered): a [[upstream.tool]] names "read_me", which the upstream does not offer (as the kernel reported at 2026-06-01T00:00:00Z)` {
+		t.Errorf("problems after the report %v", s.Problems)
 	}
 }

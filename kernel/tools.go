@@ -11,6 +11,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -53,9 +54,13 @@ type outcome struct {
 	status  string
 	code    string
 	message string
-	output  any
-	text    string // when set, sent as one text content block
-	acted   bool   // the call changed something (a file written, a turn escalated)
+	output  any             // a json.RawMessage is sent as it is
+	text    string          // when set, sent as one text content block
+	content json.RawMessage // when set, the content blocks as they are (a brokered result)
+	acted   bool            // the call changed something (a file written, a turn escalated)
+	// retryable says the same call may succeed later (a brokered call
+	// that timed out, an upstream restarting).
+	retryable bool
 }
 
 func succeeded(output any, text string) outcome {
@@ -122,6 +127,11 @@ type tool struct {
 	// resource before they run.
 	resolves bool
 	run      func(ctx context.Context, env *callEnv, res policy.Resource, args map[string]string) outcome
+	// brokered is set for a tool an upstream offers; turn.runBrokered
+	// runs it, and params, target, resolves and run are unused.
+	brokered *upstream.Tool
+	// raw is def as JSON, when it was encoded ahead of the turn.
+	raw json.RawMessage
 }
 
 // argError refuses arguments with a code of its own.

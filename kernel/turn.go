@@ -284,14 +284,21 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 	now := t.s.Now()
 	t.tools = map[string]*tool{}
 	var defs []hashing.Definition
+	var listed []*tool
 	for _, tl := range t.s.tools {
-		if !policy.Discoverable(t.s.grants(), p.Name, tl.scope, tl.action, now) {
-			continue
+		if policy.Discoverable(t.s.grants(), p.Name, tl.scope, tl.action, now) {
+			listed = append(listed, tl)
 		}
-		raw, err := json.Marshal(tl.def)
-		if err != nil {
-			t.writeError(m.ID, jsonrpc.CodeInternalError, "encode catalogue", "")
-			return false
+	}
+	listed = append(listed, t.s.brokeredCatalogue(p.Name, now, hashing.MaxTools-len(listed))...)
+	for _, tl := range listed {
+		raw := tl.raw
+		if raw == nil {
+			var err error
+			if raw, err = json.Marshal(tl.def); err != nil {
+				t.writeError(m.ID, jsonrpc.CodeInternalError, "encode catalogue", "")
+				return false
+			}
 		}
 		t.tools[tl.def.Name] = tl
 		t.defs = append(t.defs, raw)
@@ -313,7 +320,7 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 		Protocol:     kproto.Version,
 		Principal:    kproto.Principal{Kind: "integration", Name: p.Name},
 		ExecutionID:  t.execID,
-		Instructions: instructions(p.Name),
+		Instructions: t.s.instructions(p.Name),
 		Kernel:       kproto.Peer{Name: KernelName, Version: t.s.Version},
 		MaxLine:      t.s.maxLine(),
 	})
@@ -444,6 +451,7 @@ type call struct {
 	action    string
 	requested string // the resource the call named
 	resource  string // the resource decided on: where the named one really is
+	upstream  string // a brokered call's upstream
 }
 
 // invoke admits a call in arrival order and runs it on its own goroutine
@@ -556,6 +564,9 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 	if p.Arguments.size > maxArgumentBytes {
 		return c, failed(codeTooLarge, "%s: the arguments are %d bytes of JSON, over the %d-byte limit", tl.def.Name, p.Arguments.size, maxArgumentBytes)
 	}
+	if tl.brokered != nil {
+		return t.runBrokered(ctx, tl, p, seq)
+	}
 	args, msg := tl.parseArgs(p.Arguments.raw)
 	if msg != "" {
 		return c, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, msg)
@@ -659,7 +670,7 @@ func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, sta
 	d := took.Microseconds()
 	if !t.s.record(t.event(EventToolInvoked, func(e *Event) {
 		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = shorten(p.CallID, maxCallIDBytes), seq, shorten(p.Tool, 128), c.resource, requestedIfOther(c), c.action
-		e.Status, e.Code, e.CatalogHash, e.DurationUs = r.Status, r.Code, shorten(p.CatalogHash, 128), &d
+		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, shorten(p.CatalogHash, 128), &d, c.upstream
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}
@@ -695,7 +706,9 @@ func (t *turn) progress(callID string, progress, total float64, message string) 
 
 func resultOf(o outcome) kproto.InvokeResult {
 	r := kproto.InvokeResult{Status: o.status, Code: o.code, Message: o.message}
-	if o.output != nil {
+	if raw, ok := o.output.(json.RawMessage); ok {
+		r.Output = raw
+	} else if o.output != nil {
 		b, err := json.Marshal(o.output)
 		if err != nil {
 			return kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "encode output"}
@@ -705,7 +718,10 @@ func resultOf(o outcome) kproto.InvokeResult {
 	if o.text != "" && r.Status == kproto.StatusSucceeded {
 		r.Content, _ = json.Marshal([]map[string]string{{"type": "text", "text": o.text}})
 	}
-	retry := o.code == codeAuditUnavailable
+	if o.content != nil && r.Status == kproto.StatusSucceeded {
+		r.Content = o.content
+	}
+	retry := o.code == codeAuditUnavailable || o.retryable
 	if r.Status == kproto.StatusDenied || retry {
 		// A refusal stands until the grants change; retrying the same
 		// call cannot help. A log that cannot be written may work again.

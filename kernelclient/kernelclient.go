@@ -5,6 +5,7 @@
 package kernelclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -676,16 +677,39 @@ var ErrCatalogueRefused = errors.New("refused the kernel's catalogue")
 // Catalogue fetches the turn's catalogue and accepts it only as published:
 // projected, and hashing to the kernel's catalogHash.
 func (c *Client) Catalogue(ctx context.Context) (tools []hashing.Tool, catalogHash string, err error) {
+	tools, _, catalogHash, err = c.catalogue(ctx, false)
+	return tools, catalogHash, err
+}
+
+// CatalogueDefinitions is Catalogue, and also each tool's kernel-side
+// definition as the kernel sent it, by name, kernel-internal fields
+// (requiredCapability, …) included: for a tool that shows the operator
+// what the shim never publishes (the catalog command).
+func (c *Client) CatalogueDefinitions(ctx context.Context) (tools []hashing.Tool, defs map[string]json.RawMessage, catalogHash string, err error) {
+	return c.catalogue(ctx, true)
+}
+
+func (c *Client) catalogue(ctx context.Context, withDefs bool) ([]hashing.Tool, map[string]json.RawMessage, string, error) {
 	res, err := c.list(ctx)
 	if err != nil {
-		return nil, "", fmt.Errorf("fetch catalogue: %w", err)
+		return nil, nil, "", fmt.Errorf("fetch catalogue: %w", err)
 	}
-	tools, err = hashing.ProjectRaw(res.Tools)
+	tools, err := hashing.ProjectRaw(res.Tools)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: %w", ErrCatalogueRefused, err)
+		return nil, nil, "", fmt.Errorf("%w: %w", ErrCatalogueRefused, err)
 	}
 	if h := hashing.Hash(tools); h != res.CatalogHash {
-		return nil, "", fmt.Errorf("%w: kernel catalogHash %q, published projection hashes to %q", ErrCatalogueRefused, res.CatalogHash, h)
+		return nil, nil, "", fmt.Errorf("%w: kernel catalogHash %q, published projection hashes to %q", ErrCatalogueRefused, res.CatalogHash, h)
 	}
-	return tools, res.CatalogHash, nil
+	var defs map[string]json.RawMessage
+	if withDefs {
+		defs = make(map[string]json.RawMessage, len(res.Tools))
+		for _, raw := range res.Tools {
+			var d hashing.Definition
+			if err := d.UnmarshalJSON(raw); err == nil {
+				defs[d.Name] = bytes.Clone(raw)
+			}
+		}
+	}
+	return tools, defs, res.CatalogHash, nil
 }

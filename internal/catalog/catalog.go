@@ -24,6 +24,34 @@ type View struct {
 	ExecutionID string      `json:"executionId"`
 	Harnesses   []string    `json:"harnesses"`
 	Tools       []Tool      `json:"tools"`
+	// Brokered are the catalogue's tools that upstream MCP servers offer,
+	// with what a call needs and the grants that publish them; Withheld
+	// are tools of those upstreams that are not published, and why. The
+	// command fills both from the kernel's kernel-internal fields, its
+	// config and the status it reports.
+	Brokered []Brokered `json:"brokered,omitempty"`
+	Withheld []Withheld `json:"withheld,omitempty"`
+	// Note says what the brokered view could not learn (no config, no
+	// status from the kernel).
+	Note string `json:"note,omitempty"`
+}
+
+// Brokered is one published tool of an upstream.
+type Brokered struct {
+	Name     string   `json:"name"`
+	Upstream string   `json:"upstream"`
+	Action   string   `json:"action"`
+	Resource string   `json:"resource"` // "memory:/graph", "github:/repos/{owner}/{repo}"
+	Grants   []string `json:"grants"`   // each grant that publishes it: "#3, line 40: memory:/ and below"
+}
+
+// Withheld is a tool of an upstream the kernel does not publish.
+type Withheld struct {
+	Name    string   `json:"name"`
+	Reason  string   `json:"reason"` // one of the upstream package's Reason values, e.g. "quarantined"
+	Detail  string   `json:"detail"`
+	Changed []string `json:"changed,omitempty"`
+	Fix     string   `json:"fix,omitempty"`
 }
 
 // Tool is one tool of the catalogue with each harness's name for it.
@@ -108,7 +136,7 @@ func (v *View) Print(out io.Writer) error {
 	}
 	if len(v.Tools) == 0 {
 		fmt.Fprintln(out, "\nthe kernel grants this integration no tools")
-		return nil
+		return v.printBrokered(out)
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(w, "TOOL\tMODE\tDESCRIPTION")
@@ -142,6 +170,38 @@ func (v *View) Print(out io.Writer) error {
 		for _, n := range notes {
 			fmt.Fprintf(out, "  %s\n", n)
 		}
+	}
+	return v.printBrokered(out)
+}
+
+// printBrokered writes the brokered tools' table and the withheld ones.
+func (v *View) printBrokered(out io.Writer) error {
+	if len(v.Brokered) > 0 {
+		fmt.Fprintln(out)
+		w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(w, "BROKERED TOOL\tACTION\tRESOURCE\tGRANTS")
+		for _, b := range v.Brokered {
+			grants := "-"
+			if len(b.Grants) > 0 {
+				grants = strings.Join(b.Grants, "; ")
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", b.Name, b.Action, b.Resource, grants)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(v.Withheld) > 0 {
+		fmt.Fprintf(out, "\nnot published (%d):\n", len(v.Withheld))
+		for _, h := range v.Withheld {
+			fmt.Fprintf(out, "  %s: %s: %s\n", h.Name, h.Reason, h.Detail)
+			if h.Fix != "" {
+				fmt.Fprintf(out, "    fix: %s\n", h.Fix)
+			}
+		}
+	}
+	if v.Note != "" {
+		fmt.Fprintf(out, "\n%s\n", v.Note)
 	}
 	return nil
 }

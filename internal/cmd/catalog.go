@@ -23,11 +23,15 @@ func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
 			"The catalogue is per integration: --integration defaults to the harness id when --harness\n"+
 			"names one harness (what 'install' announces), and must be given with --harness all.\n"+
 			"Each run is one turn at the kernel, recorded in its audit log.\n"+
+			"Brokered tools (those of [[upstream]] servers) are listed again with the action and resource a\n"+
+			"call needs and the grants of the kernel's config that publish them, and the upstreams' tools\n"+
+			"that are not published (quarantined, misconfigured) with why.\n"+
 			"Harnesses: "+harnessList+".")
 	harness := fs.String("harness", "all", "show aliases for this `harness`, or all of them")
 	integration := fs.String("integration", "", "integration `name` to fetch the catalogue for (default: the harness id)")
 	socket := fs.String("socket", "", "kernel socket `path` (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	asJSON := fs.Bool("json", false, "print one JSON document instead of tables")
+	configFile := fs.String("config", "", "the kernel's TOML config `file`, to name the grants behind brokered tools (default as the kernel's)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -67,11 +71,12 @@ func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
 	if err != nil {
 		return doctor.HelloError(path, err)
 	}
-	tools, hash, err := k.Catalogue(cctx)
+	tools, defs, hash, err := k.CatalogueDefinitions(cctx)
 	if err != nil {
 		return cli.Hintf(fmt.Errorf("catalog: %w", err), "serve refuses this catalogue too; check the kernel's tool definitions and its log")
 	}
 	view := catalog.New(name, hello, hash, tools, harnesses)
+	addBrokered(view, tools, defs, *configFile)
 	if *asJSON {
 		enc := json.NewEncoder(stdio.Out)
 		enc.SetIndent("", "  ")

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/doctor"
+	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
 func runDoctor(ctx context.Context, stdio cli.IO, args []string) error {
@@ -15,12 +17,15 @@ func runDoctor(ctx context.Context, stdio cli.IO, args []string) error {
 			"above it, the kernel's peer credentials, then integration.hello and the catalogue for each\n"+
 			"integration an installed harness entry names (one turn at the kernel each; an empty\n"+
 			"catalogue is a problem), then every harness's user and project configuration: the binary\n"+
-			"it runs, the socket it will look for, and pi-mcp-adapter's script mode. A line starts with\n"+
+			"it runs, the socket it will look for, and pi-mcp-adapter's script mode; and, when the kernel's\n"+
+			"config brokers upstream MCP servers, each one's state as the kernel last reported it and every\n"+
+			"tool of theirs that is not published (quarantined with what changed, misconfigured). A line starts with\n"+
 			"'ok', 'problem' (followed by a 'fix:' line) or '-' (not installed, not applicable).\n"+
 			"Exits 1 when there is any problem.")
 	socket := fs.String("socket", "", "kernel socket `path` to check (default as serve: $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	integration := fs.String("integration", "", "check only this integration `name`'s hello and catalogue (default: each one an installed harness entry names)")
 	kernelUID := fs.Int("kernel-uid", -1, "one more `uid` the kernel may run as, as given to serve")
+	configFile := fs.String("config", "", "the kernel's TOML config `file`, for its upstreams (default as the kernel's)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -37,12 +42,39 @@ func runDoctor(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	path, from := doctor.SocketChoice(*socket, os.Getenv)
+	ups, err := doctorUpstreams(*configFile)
+	if err != nil {
+		return err
+	}
 	problems := doctor.Run(ctx, stdio.Out, doctor.Options{
 		Socket: path, From: from, Integration: *integration, KernelUID: *kernelUID,
-		Version: shimVersion(), Env: env,
+		Version: shimVersion(), Env: env, Upstreams: ups,
 	})
 	if problems > 0 {
 		return cli.Hintf(fmt.Errorf("doctor found %d problem(s)", problems), "fix them in order: the first often causes the ones after it")
 	}
 	return nil
+}
+
+// doctorUpstreams gathers what doctor checks of the config's upstreams;
+// nil when it names none.
+func doctorUpstreams(configFile string) (*doctor.Upstreams, error) {
+	cfg, err := loadConfigFile(configFile)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Upstreams) == 0 {
+		return nil, nil
+	}
+	stateDir, err := cfg.StateDirOrDefault(os.Getenv)
+	if err != nil {
+		return nil, cli.Hintf(fmt.Errorf("doctor: state directory: %w", err), "set state_dir in the config")
+	}
+	u := &doctor.Upstreams{Config: cfg.File, StateDir: stateDir, ConfigArg: configArg(configFile)}
+	for _, sp := range cfg.Upstreams {
+		u.Names = append(u.Names, sp.Name)
+	}
+	u.Report, u.ReportErr = kernel.ReadUpstreamReport(stateDir)
+	u.Quarantined, u.QuarantineErr = upstream.Quarantined(stateDir)
+	return u, nil
 }

@@ -11,6 +11,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -36,20 +39,26 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			return runKernelInit(stdio, args[1:])
 		case "service":
 			return runKernelService(stdio, args[1:])
+		case "approve":
+			return runKernelApprove(stdio, args[1:])
 		}
 	}
-	fs := newFlagSet(stdio, "kernel", "[check|init|service] [flags]",
+	fs := newFlagSet(stdio, "kernel", "[check|init|approve|service] [flags]",
 		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\n"+
-			"confined to a root directory, authorizes every call against the grants in its config, and\n"+
-			"appends every turn and call to an audit log. It prints what each integration may do when it\n"+
-			"starts. Without a config file it serves --root (default: the current directory) read-only\n"+
-			"(read, list, search) to every integration.\n\n"+
+			"confined to a root directory and brokers the stdio MCP servers its config names ([[upstream]]),\n"+
+			"authorizes every call against the grants in its config, and appends every turn and call to an\n"+
+			"audit log. It prints what each integration may do when it starts. Without a config file it\n"+
+			"serves --root (default: the current directory) read-only (read, list, search) to every\n"+
+			"integration.\n\n"+
 			"  kernel check [--config FILE]   validate a config and show what it allows, without starting\n"+
 			"  kernel init [--config FILE] [--root DIR]   write a commented starter config\n"+
+			"  kernel approve UPSTREAM [TOOL] [--config FILE]   pin a brokered tool's changed definition\n"+
 			"  kernel service install|uninstall|status   run the kernel as a service of this user\n\n"+
 			"SIGHUP reloads the config: new grants, allow_uids and allow_hard_links take effect at once,\n"+
-			"in open turns too; a config that does not load is refused and the old one kept. The socket,\n"+
-			"the audit log and the files root change only with a restart.")
+			"in open turns too, and new turns see the [[upstream]] servers as now configured (added ones\n"+
+			"started, removed ones stopped, changed ones restarted); a config that does not load is refused\n"+
+			"and the old one kept. The socket, the audit log, the files root and state_dir change only with\n"+
+			"a restart.")
 	configFile := fs.String("config", "", configHelp)
 	socket := fs.String("socket", "", "socket `path` to listen on (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	root := fs.String("root", "", "files root `dir` (overrides the config's; without a config file the default is the current directory)")
@@ -61,7 +70,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("the kernel's subcommands are check, init and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the kernel's subcommands are check, init, approve and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg, err := loadKernelConfig(*configFile, *root)
@@ -83,6 +92,11 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		}
 	}
 
+	stateDir, err := cfg.StateDirOrDefault(os.Getenv)
+	if err != nil && len(cfg.Upstreams) > 0 {
+		return cli.Hintf(fmt.Errorf("state directory: %w", err), "set state_dir in the config")
+	}
+
 	log, closeLog, err := cli.NewLogger(logOpts, stdio.Err)
 	if err != nil {
 		return err
@@ -101,6 +115,8 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		Grants:         cfg.Grants,
 		AllowUIDs:      cfg.AllowUIDs,
 		AllowHardLinks: cfg.AllowHardLinks,
+		Upstreams:      cfg.Upstreams,
+		StateDir:       stateDir,
 		Audit:          audit,
 		Log:            log,
 		Version:        buildStamp().version,
@@ -110,7 +126,11 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	// back before it would grow past what those allow.
 	debug.SetMemoryLimit(memoryLimit)
 	stopReload := reloadOnHangup(ctx, stdio, log, srv, cfg, *configFile, *root, *socket != "", *auditFile != "")
-	fmt.Fprintf(stdio.Err, "%s: kernel listening on %s (files root %s, audit log %s)\n", prog, cfg.Socket, cfg.Root, cfg.AuditLog)
+	served := "files root " + cfg.Root
+	if cfg.Root == "" {
+		served = "no files root"
+	}
+	fmt.Fprintf(stdio.Err, "%s: kernel listening on %s (%s, audit log %s)\n", prog, cfg.Socket, served, cfg.AuditLog)
 	if cfg.File == "" {
 		fmt.Fprintf(stdio.Err, "%s: no config file: serving %s read-only (read, list, search) to every integration\n", prog, cfg.Root)
 	} else {
@@ -118,6 +138,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	sum := summarize(cfg)
 	printAllowances(stdio.Err, cfg, sum)
+	printUpstreams(stdio.Err, sum, stateDir)
 	for _, f := range sum.Problems {
 		cli.Warn(stdio.Err, prog, f.String(), "")
 	}
@@ -182,6 +203,7 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 				byFlag         bool // a flag set it, over the config
 			}{
 				{"the files root", running.Root, next.Root, rootFlag != ""},
+				{"state_dir", running.StateDir, next.StateDir, false},
 				{"socket", running.Socket, cmp.Or(next.Socket, running.Socket), socketFlag},
 				{"audit_log", running.AuditLog, cmp.Or(next.AuditLog, running.AuditLog), auditFlag},
 			} {
@@ -190,7 +212,11 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 				}
 			}
 			srv.SetPolicy(kernel.Policy{Grants: next.Grants, AllowUIDs: next.AllowUIDs, AllowHardLinks: next.AllowHardLinks})
-			log.Info().Str("config", next.File).Int("grants", len(next.Grants)).Msg("config reloaded: new grants apply from the next decision")
+			if err := srv.SetUpstreams(next.Upstreams); err != nil {
+				log.Error().Err(err).Msg("config reload: an upstream could not be started")
+				cli.Warn(stdio.Err, prog, "reload: "+err.Error(), "")
+			}
+			log.Info().Str("config", next.File).Int("grants", len(next.Grants)).Int("upstreams", len(next.Upstreams)).Msg("config reloaded: new grants apply from the next decision, the upstreams from the next turn")
 			fmt.Fprintf(stdio.Err, "%s: config reloaded\n", prog)
 			printAllowances(stdio.Err, next, summarize(next))
 		}
@@ -251,14 +277,26 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.File == "" {
+	switch {
+	case cfg.File == "":
 		path, _ := kernel.DefaultConfigPath(os.Getenv)
 		fmt.Fprintf(stdio.Out, "no config file (none at %s): the kernel serves %s read-only (read, list, search) to every integration\n", path, cfg.Root)
-	} else {
+	case cfg.Root == "":
+		fmt.Fprintf(stdio.Out, "config %s, no files root (no file tools)\n", cfg.File)
+	default:
 		fmt.Fprintf(stdio.Out, "config %s, files root %s\n", cfg.File, cfg.Root)
 	}
 	sum := summarize(cfg)
+	stateDir, _ := cfg.StateDirOrDefault(os.Getenv)
+	if len(cfg.Upstreams) > 0 && stateDir != "" {
+		// What a kernel found once the upstreams ran: tools they do not
+		// offer, placeholders their schemas lack, quarantines.
+		if r, err := kernel.ReadUpstreamReport(stateDir); err == nil {
+			sum.CheckUpstreamReport(cfg, r)
+		}
+	}
 	printAllowances(stdio.Out, cfg, sum)
+	printUpstreams(stdio.Out, sum, stateDir)
 	for _, f := range sum.Problems {
 		fmt.Fprintf(stdio.Out, "problem %s\n", f)
 	}
@@ -363,6 +401,9 @@ func loadKernelConfig(configFile, rootFlag string) (kernel.Config, error) {
 	dir, err := kernel.CheckRoot(cfg.Root)
 	var re *kernel.RootError
 	switch {
+	case errors.Is(err, kernel.ErrNoRoot) && len(cfg.Upstreams) > 0:
+		// A kernel that brokers upstreams needs no files root.
+		return cfg, nil
 	case errors.Is(err, kernel.ErrNoRoot):
 		where := cfg.RootRef()
 		if where == "" {
@@ -395,6 +436,7 @@ func summarize(cfg kernel.Config) kernel.Summary {
 // printAllowances prints, per grant subject, a table of what it may do.
 func printAllowances(w io.Writer, cfg kernel.Config, sum kernel.Summary) {
 	wildcard := false
+	var anyTool []string // upstreams with a "NAME.*" row
 	for _, sub := range sum.Subjects {
 		switch {
 		case sub.Subject == policy.SubjectWildcard:
@@ -417,9 +459,42 @@ func printAllowances(w io.Writer, cfg kernel.Config, sum kernel.Summary) {
 				until = r.Expires.UTC().Format(time.RFC3339)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Tool, r.Action, on, until, grantLabel(cfg, r.Grant))
+			if up, ok := strings.CutSuffix(r.Tool, "."+kernel.AnyTool); ok && !slices.Contains(anyTool, up) {
+				anyTool = append(anyTool, up)
+			}
 		}
 		tw.Flush()
 	}
+	for _, up := range anyTool {
+		fmt.Fprintf(w, "%s.%s: every tool of the upstream %s that no [[upstream.tool]] names (action call on %s:/<tool>); which those are is known once it runs\n",
+			up, kernel.AnyTool, up, up)
+	}
+}
+
+// printUpstreams lists the brokered servers and their configured tools.
+func printUpstreams(w io.Writer, sum kernel.Summary, stateDir string) {
+	if len(sum.Upstreams) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "upstreams (pins and status in %s; '%s doctor' shows each one's state and tools once it runs):\n", stateDir, prog)
+	for _, u := range sum.Upstreams {
+		fmt.Fprintf(w, "  %s: %s\n", u.Name, shellWords(u.Command))
+		for _, t := range u.Tools {
+			fmt.Fprintf(w, "    %s: %s on %s\n", t.Name, t.Action, t.Resource)
+		}
+	}
+}
+
+// shellWords shows a command line, quoting the words that need it.
+func shellWords(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`|&;<>()*?[]{}~#") {
+			out[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // grantLabel is "#N, line L": the file is named above the tables.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 )
 
 // lineSignal is an io.Writer that reports each complete line it is given.
@@ -241,6 +243,118 @@ func TestKernelReloadsItsConfigOnSIGHUP(t *testing.T) {
 		t.Errorf("after a refused reload the catalogue has %d tools, want the 3 it had", n)
 	}
 
+	cancel()
+	waitLine("kernel stopped")
+	if c := <-code; c != 0 {
+		t.Fatalf("kernel exited %d", c)
+	}
+}
+
+// TestKernelReloadStartsAndStopsUpstreams: a SIGHUP that adds an
+// [[upstream]] starts it and new turns list its tools; one that removes
+// it stops it and they do not.
+func TestKernelReloadStartsAndStopsUpstreams(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "k.sock")
+	cfg := filepath.Join(t.TempDir(), "k.toml")
+	state := filepath.Join(t.TempDir(), "state")
+	grant := "\n[[grant]]\nsubject = \"integration:cc\"\nresource = \"sharedos:/escalate\"\nactions = [\"escalate\"]\n"
+	up := fmt.Sprintf("\n[[upstream]]\nname = \"test\"\ncommand = [%q, %q]\nenv = { GORACE = \"atexit_sleep_ms=0\" }\n"+
+		"\n[[grant]]\nsubject = \"integration:cc\"\nresource = \"test:/echo\"\nactions = [\"call\"]\n", exe, testupstream.Arg)
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(fmt.Sprintf("state_dir = %q\n", state)+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without upstreams the kernel needs a files root; the files root
+	// changes only with a restart, so every version keeps it.
+	root := t.TempDir()
+	files := "[files]\nroot = " + strconv.Quote(root) + "\n"
+	write(files + grant)
+
+	stderr := &lineSignal{lines: make(chan string, 1024)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(ctx, cli.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: stderr},
+			[]string{"kernel", "--config", cfg, "--socket", sock, "--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--log-level", "info"})
+	}()
+	waitLine := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case l := <-stderr.lines:
+				if strings.Contains(l, want) {
+					return
+				}
+			case c := <-code:
+				t.Fatalf("kernel exited %d before printing %q", c, want)
+			}
+		}
+	}
+	listed := func() []string {
+		t.Helper()
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		r := jsonrpc.NewReader(conn, 0)
+		var names []string
+		for i, line := range []string{
+			`{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"cc","shim":{"version":"t"}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`,
+		} {
+			if _, err := conn.Write([]byte(line + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			b, err := r.ReadLine()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list struct {
+				Result struct{ Tools []struct{ Name string } } `json:"result"`
+			}
+			if i == 1 && json.Unmarshal(b, &list) == nil {
+				for _, tl := range list.Result.Tools {
+					names = append(names, tl.Name)
+				}
+			}
+		}
+		return names
+	}
+	waitLine("kernel listening on " + sock)
+	if got := listed(); strings.Join(got, ",") != "sharedos.escalate" {
+		t.Fatalf("before the reload: %v", got)
+	}
+
+	write(files + grant + up)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLine(`"message":"upstream ready"`)
+	if got := listed(); strings.Join(got, ",") != "sharedos.escalate,test.echo" {
+		t.Errorf("after adding the upstream: %v", got)
+	}
+
+	write(files + grant)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLine("upstream stopped: its [[upstream]] was removed or changed")
+	if got := listed(); strings.Join(got, ",") != "sharedos.escalate" {
+		t.Errorf("after removing the upstream: %v", got)
+	}
 	cancel()
 	waitLine("kernel stopped")
 	if c := <-code; c != 0 {

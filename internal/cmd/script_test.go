@@ -11,14 +11,25 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
+	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
 // TestMain lets the test binary stand in for sharedos-mcp in the scripts
 // (testscript puts a copy on their PATH): the command runs Main, as the
 // real binary does, in a process of its own.
+//
+// It is also what the kernel runs as each upstream's supervisor, and the
+// test upstream of internal/testupstream: "testupstream FLAGS" in a
+// script's [[upstream]] command.
 func TestMain(m *testing.M) {
+	upstream.MaybeSupervise()
+	testupstream.MaybeRun()
 	testscript.Main(m, map[string]func(){
-		prog: func() { os.Exit(Main(Build{})) },
+		prog:           func() { os.Exit(Main(Build{})) },
+		"testupstream": func() { os.Exit(testupstream.Main(os.Args[1:])) },
 	})
 }
 
@@ -30,6 +41,8 @@ func TestMain(m *testing.M) {
 //
 //	code N command args...   run command; its exit code must be N
 //	waitsock path            wait (at most 20s) until path accepts a connection
+//	waitupstream dir name    wait (at most 60s) until the kernel's status in
+//	                         state directory dir says upstream name is ready
 //
 // and these variables: HOME ($WORK/home), SOCKDIR (a directory with a
 // path short enough for a socket), BINDIR (where the sharedos-mcp under
@@ -62,8 +75,9 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"code":     cmdCode,
-			"waitsock": cmdWaitSock,
+			"code":         cmdCode,
+			"waitsock":     cmdWaitSock,
+			"waitupstream": cmdWaitUpstream,
 		},
 	})
 }
@@ -107,5 +121,30 @@ func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("nothing listens on %s after 20s: %v", path, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// cmdWaitUpstream polls the status file a kernel rewrites when an
+// upstream changes state: a background kernel's log is not readable
+// until it exits.
+func cmdWaitUpstream(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitupstream statedir name")
+	}
+	dir := ts.MkAbs(args[0])
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := kernel.ReadUpstreamReport(dir)
+		if err == nil {
+			for _, u := range r.Upstreams {
+				if u.Name == args[1] && u.State == "ready" {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("upstream %s not ready in %s after 60s: %+v %v", args[1], dir, r, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// Env is where the harness configurations are looked up; its Getenv
 	// is also the environment serve's socket default is computed from.
 	Env install.Env
+	// Upstreams, when set, are the brokered servers of the kernel's
+	// config, whose states and unpublished tools are checked too.
+	Upstreams *Upstreams
 }
 
 // Run prints every check to w and returns how many found a problem.
@@ -60,6 +63,9 @@ func Run(ctx context.Context, w io.Writer, opts Options) int {
 	exe := d.binary()
 	entries, errs := install.InspectAll(opts.Env)
 	d.kernel(ctx, d.integrations(entries), kernelclient.Options{Socket: opts.Socket, KernelUID: opts.KernelUID})
+	if opts.Upstreams != nil {
+		d.upstreams(opts.Upstreams)
+	}
 	d.harnesses(entries, errs, exe)
 	return d.problems
 }
@@ -104,6 +110,7 @@ type doctor struct {
 	out      io.Writer
 	opts     Options
 	problems int
+	shown    map[string]bool // brokered tools already reported
 }
 
 func (d *doctor) ok(format string, args ...any) {

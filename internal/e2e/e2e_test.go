@@ -9,13 +9,19 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos-mcp/internal/testbin"
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 )
 
 // repoRoot is the module root, relative to this package's directory,
 // where go test runs it.
 const repoRoot = "../.."
 
-func TestMain(m *testing.M) { testbin.Main(m) }
+// TestMain also lets this test binary be the test upstream a kernel under
+// test brokers (internal/testupstream).
+func TestMain(m *testing.M) {
+	testupstream.MaybeRun()
+	testbin.Main(m, testupstream.RemoveNPM)
+}
 
 // lines splits output into its lines, without the last newline.
 func lines(s string) []string { return strings.Split(strings.TrimSuffix(s, "\n"), "\n") }

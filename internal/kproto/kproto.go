@@ -48,6 +48,10 @@ const (
 	CodeInternal          = "internal"
 	CodeNotFound          = "not_found"
 	CodeTooLarge          = "too_large"
+	// Codes of brokered calls (a tool of an upstream MCP server).
+	CodeUpstreamError       = "upstream_error"       // failed: the upstream answered isError or a JSON-RPC error
+	CodeUpstreamTimeout     = "upstream_timeout"     // failed, retryable: no answer within its call_timeout
+	CodeUpstreamUnavailable = "upstream_unavailable" // failed, retryable: not ready, crashed, or unreadable; restarting
 	// Codes only the shim produces.
 	CodeKernelUnavailable = "kernel_unavailable"
 	CodeKernelTimeout     = "kernel_timeout"

@@ -18,10 +18,13 @@ var (
 	err  error
 )
 
-// Main runs a package's tests and then removes the binary. Call it from
-// TestMain.
-func Main(m *testing.M) {
+// Main runs a package's tests and then removes the binary, and runs
+// cleanups. Call it from TestMain.
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if dir != "" {
 		os.RemoveAll(dir)
 	}

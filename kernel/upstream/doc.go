@@ -27,8 +27,10 @@
 //     resource and returns the upstream's content and structuredContent,
 //     or a *CallError with one of the Code constants.
 //   - Approval: Approve(stateDir, upstream, tool) pins what is
-//     quarantined, from another process; a running Manager publishes it
-//     from its next Snapshot. Quarantined lists what awaits approval.
+//     quarantined, from another process; the Manager hands the approval
+//     to Options.RecordApproval at its next Snapshot (or when it starts)
+//     and publishes the tool only once that recorded it. Quarantined
+//     lists what awaits approval.
 //
 // docs/adr/0013 says what is pinned and why; docs/adr/0014 how upstream
 // processes are started and ended.

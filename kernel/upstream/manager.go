@@ -53,11 +53,18 @@ type Event struct {
 	Time     time.Time
 	Upstream string
 	Tool     string   // pinned, quarantined: the upstream's name for the tool
+	Reason   string   // pinned: ReasonFirstSeen or ReasonApproved
 	Hash     string   // pinned, quarantined: SHA-256 of the definition seen
-	Previous string   // quarantined: SHA-256 of the pinned definition
-	Changed  []string // quarantined: the definition fields that differ
+	Previous string   // quarantined, and pinned by an approval: SHA-256 of the definition pinned before
+	Changed  []string // quarantined, and pinned by an approval: the definition fields that differ
 	Status   *Status  // state: the new status
 }
+
+// Why a tool was pinned (Event.Reason of EventToolPinned).
+const (
+	ReasonFirstSeen = "first_seen" // the kernel saw the tool for the first time
+	ReasonApproved  = "approved"   // kernel approve pinned the definition that was quarantined
+)
 
 // Backoff paces restarts: the first comes Initial after a failure, each
 // next one twice as late up to Max; an upstream that was ready for Reset
@@ -86,6 +93,13 @@ type Options struct {
 	// upstreams concurrently. It must not block for long, and must not
 	// call Close.
 	OnEvent func(Event)
+	// RecordApproval is called for each approval (an EventToolPinned with
+	// ReasonApproved; Time is when it was made) that another process made
+	// with Approve and no kernel has recorded yet, before the approved
+	// definition is published. It reports whether the approval is now on
+	// the record; until it is, the tool stays unpublished and it is asked
+	// again at the next snapshot. nil takes every approval as recorded.
+	RecordApproval func(Event) bool
 	// MaxResultBytes bounds one call's result (content and
 	// structuredContent, as JSON); a larger one fails too_large. Results
 	// above the SDK's frame bound (16 MiB) cannot be read at all and end
@@ -116,6 +130,8 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	approvals sync.Mutex // one recorder of approvals at a time
 }
 
 // Start opens the pins in opts.StateDir and starts every upstream of
@@ -169,6 +185,7 @@ func Start(specs []Spec, opts Options) (*Manager, error) {
 		m.ups = append(m.ups, u)
 	}
 	slices.SortFunc(m.ups, func(a, b *upstream) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	m.recordApprovals()
 	for _, u := range m.ups {
 		m.wg.Add(1)
 		go func() {
@@ -230,6 +247,7 @@ func (m *Manager) Snapshot() *Snapshot {
 	if err := m.pins.refresh(); err != nil {
 		m.opts.Log.Error().Err(err).Msg("reread upstream pins; using the ones read before")
 	}
+	m.recordApprovals()
 	snap := &Snapshot{}
 	for _, u := range m.ups {
 		st, s := u.current()
@@ -246,6 +264,11 @@ func (m *Manager) Snapshot() *Snapshot {
 			switch {
 			case ok:
 				snap.Tools = append(snap.Tools, l.tool)
+			case pinned != nil && pinned.SHA256 == l.def.sha:
+				snap.Withheld = append(snap.Withheld, Withheld{
+					Upstream: u.spec.Name, Tool: l.tool.UpstreamTool, Name: l.tool.Name, Reason: ReasonUnrecorded, Hash: l.def.sha,
+					Detail: "its new definition was approved, but the approval could not be recorded in the audit log yet; it is published once it is",
+				})
 			case pinned == nil:
 				snap.Withheld = append(snap.Withheld, Withheld{
 					Upstream: u.spec.Name, Tool: l.tool.UpstreamTool, Name: l.tool.Name, Reason: ReasonNotPinned, Hash: l.def.sha,
@@ -265,6 +288,24 @@ func (m *Manager) Snapshot() *Snapshot {
 	slices.SortFunc(snap.Tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortStableFunc(snap.Withheld, func(a, b Withheld) int { return strings.Compare(a.Name, b.Name) })
 	return snap
+}
+
+// recordApprovals hands each approval no kernel has recorded yet to
+// RecordApproval, and marks those it recorded.
+func (m *Manager) recordApprovals() {
+	m.approvals.Lock()
+	defer m.approvals.Unlock()
+	for _, u := range m.ups {
+		for _, ev := range m.pins.unrecorded(u.spec.Name) {
+			if m.opts.RecordApproval != nil && !m.opts.RecordApproval(ev) {
+				continue
+			}
+			u.log.Info().Str("tool", ev.Tool).Strs("changed", ev.Changed).Str("sha256", ev.Hash).Msg("upstream tool approved: its new definition is pinned")
+			if err := m.pins.markRecorded(ev); err != nil {
+				u.log.Error().Err(err).Str("tool", ev.Tool).Msg("note the approval as recorded; it is recorded again at the next snapshot")
+			}
+		}
+	}
 }
 
 func (m *Manager) emit(ev Event) {

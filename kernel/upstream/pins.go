@@ -68,6 +68,18 @@ type pinRecord struct {
 	SHA256     string          `json:"sha256"`
 	Definition json.RawMessage `json:"definition"`
 	Time       time.Time       `json:"time"` // when pinned, or when the pending one was first seen
+	// Approved is set on a definition pinned by Approve rather than on
+	// first sight. Until the kernel has recorded the approval in its audit
+	// log (Recorded), the definition is not published: an approval takes
+	// effect only once it is on the record.
+	Approved *approvalMark `json:"approved,omitempty"`
+}
+
+// approvalMark is how a pinned definition came to be approved.
+type approvalMark struct {
+	Previous string   `json:"previous"` // SHA-256 of the definition pinned before
+	Changed  []string `json:"changed"`  // the definition fields that differ from it
+	Recorded bool     `json:"recorded"` // a kernel has recorded the approval in its audit log
 }
 
 func (f *pinFile) entry(up, tool string) *pinEntry {
@@ -140,7 +152,8 @@ func sameFile(a, b fs.FileInfo) bool {
 	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
-// verdict says whether def may be published: it is the pinned one.
+// verdict says whether def may be published: it is the pinned one, and
+// if it was pinned by an approval, that approval is on the record.
 // Otherwise it says what is pinned (nil if nothing) to compare with.
 func (s *pinStore) verdict(up string, def *definition) (ok bool, pinned *pinRecord) {
 	s.mu.Lock()
@@ -150,7 +163,48 @@ func (s *pinStore) verdict(up string, def *definition) (ok bool, pinned *pinReco
 		return false, nil
 	}
 	p := e.Pinned
-	return p.SHA256 == def.sha, &p
+	return p.SHA256 == def.sha && (p.Approved == nil || p.Approved.Recorded), &p
+}
+
+// unrecorded returns the approvals of upstream up that no kernel has
+// recorded yet, by tool name.
+func (s *pinStore) unrecorded(up string) []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Event
+	tools := s.file.Upstreams[up]
+	for _, name := range sortedKeys(tools) {
+		p := tools[name].Pinned
+		if p.Approved == nil || p.Approved.Recorded {
+			continue
+		}
+		out = append(out, Event{
+			Kind: EventToolPinned, Upstream: up, Tool: name, Reason: ReasonApproved,
+			Hash: p.SHA256, Previous: p.Approved.Previous, Changed: slices.Clone(p.Approved.Changed), Time: p.Time,
+		})
+	}
+	return out
+}
+
+// markRecorded notes that the approval of ev (from unrecorded) is in the
+// audit log, if the tool is still pinned at that definition.
+func (s *pinStore) markRecorded(ev Event) error {
+	err := withPinsLock(s.dir, func() error {
+		f, _, err := loadPins(s.dir)
+		if err != nil {
+			return err
+		}
+		e := f.entry(ev.Upstream, ev.Tool)
+		if e == nil || e.Pinned.SHA256 != ev.Hash || e.Pinned.Approved == nil || e.Pinned.Approved.Recorded {
+			return nil
+		}
+		e.Pinned.Approved.Recorded = true
+		return writePins(s.dir, &f)
+	})
+	if err != nil {
+		return err
+	}
+	return s.refresh()
 }
 
 // pinChange is what observe did to one tool.
@@ -217,9 +271,11 @@ type Approval struct {
 
 // Approve pins, for the upstream, the pending definition of tool (every
 // quarantined tool of the upstream when tool is ""), in the pins file of
-// stateDir. A running kernel publishes them from its next snapshot. It
-// fails with ErrUnknownUpstream or ErrUnknownTool for what was never
-// pinned, and ErrNothingPending when there is nothing to approve.
+// stateDir. A kernel running the upstream records each approval in its
+// audit log (Options.RecordApproval) at its next snapshot, or when it
+// next starts, and publishes the tool from then on. It fails with
+// ErrUnknownUpstream or ErrUnknownTool for what was never pinned, and
+// ErrNothingPending when there is nothing to approve.
 func Approve(stateDir, upstream, tool string, now time.Time) ([]Approval, error) {
 	var out []Approval
 	err := withPinsLock(stateDir, func() error {
@@ -246,8 +302,10 @@ func Approve(stateDir, upstream, tool string, now time.Time) ([]Approval, error)
 				Upstream: upstream, Tool: n, Previous: e.Pinned.SHA256, Hash: e.Pending.SHA256,
 				Changed: changedFields(e.Pinned.Definition, e.Pending.Definition),
 			})
+			previous := e.Pinned.SHA256
 			e.Pinned = *e.Pending
 			e.Pinned.Time = now.UTC()
+			e.Pinned.Approved = &approvalMark{Previous: previous, Changed: out[len(out)-1].Changed}
 			e.Pending = nil
 		}
 		if len(out) == 0 {

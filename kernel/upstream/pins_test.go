@@ -153,13 +153,28 @@ func TestApprove(t *testing.T) {
 	if len(got) != 1 || got[0].Tool != "a" || got[0].Previous != a1.sha || got[0].Hash != a2.sha || !reflect.DeepEqual(got[0].Changed, []string{"description"}) {
 		t.Errorf("Approve(a) = %+v", got)
 	}
-	// The running store sees the approval on its next refresh, b is
-	// still quarantined.
+	// The running store sees the approval on its next refresh, but
+	// publishes it only once a kernel has recorded it; b is still
+	// quarantined.
 	if err := s.refresh(); err != nil {
 		t.Fatal(err)
 	}
+	if ok, _ := s.verdict("up", a2); ok {
+		t.Error("an approval no kernel has recorded is publishable")
+	}
+	pending := s.unrecorded("up")
+	if len(pending) != 1 || pending[0].Tool != "a" || pending[0].Reason != ReasonApproved || pending[0].Previous != a1.sha ||
+		pending[0].Hash != a2.sha || !reflect.DeepEqual(pending[0].Changed, []string{"description"}) {
+		t.Fatalf("unrecorded = %+v", pending)
+	}
+	if err := s.markRecorded(pending[0]); err != nil {
+		t.Fatal(err)
+	}
 	if ok, _ := s.verdict("up", a2); !ok {
-		t.Error("the approved definition is not publishable")
+		t.Error("the approved and recorded definition is not publishable")
+	}
+	if got := s.unrecorded("up"); len(got) != 0 {
+		t.Errorf("unrecorded after marking = %+v", got)
 	}
 	if ok, _ := s.verdict("up", b2); ok {
 		t.Error("b was approved with a")
@@ -271,6 +286,14 @@ func TestObserveAndApproveDoNotLoseEachOther(t *testing.T) {
 	wg.Wait()
 	if err := s.refresh(); err != nil {
 		t.Fatal(err)
+	}
+	if got := s.unrecorded("up"); len(got) != n {
+		t.Fatalf("%d approvals to record, want %d", len(got), n)
+	}
+	for _, ev := range s.unrecorded("up") {
+		if err := s.markRecorded(ev); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := range n {
 		if ok, _ := s.verdict("up", news[i]); !ok {

@@ -153,6 +153,9 @@ func (s *session) apply(tools []*mcp.Tool) {
 	}
 	for _, c := range changes {
 		ev := Event{Kind: c.kind, Upstream: u.spec.Name, Tool: c.tool, Hash: c.hash, Previous: c.previous, Changed: c.changed}
+		if c.kind == EventToolPinned {
+			ev.Reason = ReasonFirstSeen
+		}
 		if c.kind == EventToolQuarantined {
 			u.log.Warn().Str("tool", c.tool).Strs("changed", c.changed).Str("pinned", c.previous).Str("offered", c.hash).Msg("upstream tool quarantined: its definition differs from its pin")
 		} else {

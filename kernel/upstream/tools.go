@@ -143,6 +143,10 @@ const (
 	// ReasonNotPinned: the definition could not be pinned (the pins file
 	// could not be written); the kernel log says why.
 	ReasonNotPinned = "not_pinned"
+	// ReasonUnrecorded: the definition was approved, but the approval is
+	// not in the audit log yet (RecordApproval failed); it is published
+	// once it is.
+	ReasonUnrecorded = "approval_unrecorded"
 	// ReasonTooMany: the upstream offers more than MaxToolsPerUpstream
 	// tools; the rest are left out.
 	ReasonTooMany = "too_many_tools"

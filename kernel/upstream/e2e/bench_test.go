@@ -11,8 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
-	"github.com/sharedos/sharedos-mcp/kernel/upstream/internal/testserver"
 )
 
 // BenchmarkCall compares one tools/call to the Go test upstream made
@@ -25,7 +25,7 @@ import (
 func BenchmarkCall(b *testing.B) {
 	args := json.RawMessage(`{"text":"a short line of text, as most tool arguments are"}`)
 	direct := func(b *testing.B, timeout time.Duration) {
-		cmd := exec.Command(exe, testserver.Arg)
+		cmd := exec.Command(exe, testupstream.Arg)
 		cmd.Env = []string{"GORACE=" + quickExit}
 		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 		cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
@@ -51,7 +51,7 @@ func BenchmarkCall(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { direct(b, 0) })
 	b.Run("direct-timeout", func(b *testing.B) { direct(b, upstream.DefaultCallTimeout) })
 	b.Run("broker", func(b *testing.B) {
-		specs, err := upstream.Parse([]upstream.Config{{Name: "test", Command: testserver.Command(exe), Env: map[string]string{"GORACE": quickExit}}}, "")
+		specs, err := upstream.Parse([]upstream.Config{{Name: "test", Command: testupstream.Command(exe), Env: map[string]string{"GORACE": quickExit}}}, "")
 		if err != nil {
 			b.Fatal(err)
 		}

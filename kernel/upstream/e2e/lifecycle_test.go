@@ -18,8 +18,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
-	"github.com/sharedos/sharedos-mcp/kernel/upstream/internal/testserver"
 )
 
 // miniKernelArg makes this test binary a minimal kernel: it starts the
@@ -39,7 +39,7 @@ func maybeMiniKernel() {
 	if err != nil {
 		fail(err)
 	}
-	specs, err := upstream.Parse([]upstream.Config{{Name: "test", Command: testserver.Command(self), Env: map[string]string{"GORACE": quickExit}}}, "")
+	specs, err := upstream.Parse([]upstream.Config{{Name: "test", Command: testupstream.Command(self), Env: map[string]string{"GORACE": quickExit}}}, "")
 	if err != nil {
 		fail(err)
 	}

@@ -1,5 +1,5 @@
 // Package e2e tests the upstream package against real processes: the
-// Go SDK server of internal/testserver, run from this test binary, and
+// Go SDK server of internal/testupstream, run from this test binary, and
 // the reference servers from npm. They live apart from the package's unit
 // tests so that those run alone in a second.
 package e2e
@@ -21,8 +21,8 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
-	"github.com/sharedos/sharedos-mcp/kernel/upstream/internal/testserver"
 )
 
 // exe is this test binary: the supervisor and the test upstream both run
@@ -31,7 +31,7 @@ var exe string
 
 func TestMain(m *testing.M) {
 	upstream.MaybeSupervise()
-	testserver.MaybeRun()
+	testupstream.MaybeRun()
 	maybeMiniKernel()
 	var err error
 	if exe, err = os.Executable(); err != nil {
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	removeNPM()
+	testupstream.RemoveNPM()
 	os.Exit(code)
 }
 
@@ -157,7 +157,7 @@ func newFixture(t *testing.T, dir string, specs []upstream.Spec, change func(*up
 // the extra TOML of its [[upstream.tool]] tables and its other keys.
 func spec(t *testing.T, name, extra string, flags ...string) upstream.Spec {
 	t.Helper()
-	cfg := upstream.Config{Name: name, Command: testserver.Command(exe, flags...)}
+	cfg := upstream.Config{Name: name, Command: testupstream.Command(exe, flags...)}
 	if extra != "" {
 		cfg = decodeOne(t, extra, cfg)
 	}

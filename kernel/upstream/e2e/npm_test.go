@@ -3,104 +3,20 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
-// The reference servers from npm, at the versions of testdata/npm's
-// lockfile. .ci/run installs them there (npm ci --prefix
-// kernel/upstream/e2e/testdata/npm); without that, the first test that
-// needs them installs them into a temporary directory with npm, and
-// without npm they are skipped.
-var (
-	npmOnce sync.Once
-	npmTmp  string // the temporary install, removed by TestMain
-	npmDir  string // the node_modules directory holding the servers
-	npmErr  error
-)
-
-var errNoNPM = errors.New("npm is not installed")
-
-func npmServers(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("runs the npm reference servers")
-	}
-	npmOnce.Do(func() {
-		installed, err := filepath.Abs(filepath.Join("testdata", "npm", "node_modules"))
-		if err != nil {
-			npmErr = err
-			return
-		}
-		if haveServers(installed) {
-			npmDir = installed
-			return
-		}
-		if _, err := exec.LookPath("npm"); err != nil {
-			npmErr = errNoNPM
-			return
-		}
-		if npmTmp, npmErr = os.MkdirTemp("", "upstream-npm"); npmErr != nil {
-			return
-		}
-		for _, f := range []string{"package.json", "package-lock.json"} {
-			b, err := os.ReadFile(filepath.Join("testdata", "npm", f))
-			if err != nil {
-				npmErr = err
-				return
-			}
-			if npmErr = os.WriteFile(filepath.Join(npmTmp, f), b, 0o600); npmErr != nil {
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "npm", "ci", "--prefix", npmTmp, "--no-audit", "--no-fund", "--loglevel=error").CombinedOutput()
-		if err != nil {
-			npmErr = errors.New("npm ci: " + err.Error() + "\n" + string(out))
-			return
-		}
-		npmDir = filepath.Join(npmTmp, "node_modules")
-	})
-	if errors.Is(npmErr, errNoNPM) {
-		t.Skip("npm is not installed: install Node.js 20 or later with npm, or run: npm ci --prefix kernel/upstream/e2e/testdata/npm")
-	}
-	if npmErr != nil {
-		t.Fatal(npmErr)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed")
-	}
-	return npmDir
-}
-
-func haveServers(modules string) bool {
-	for _, s := range []string{"server-memory", "server-everything"} {
-		if _, err := os.Stat(filepath.Join(modules, "@modelcontextprotocol", s, "dist", "index.js")); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-func removeNPM() {
-	if npmTmp != "" {
-		os.RemoveAll(npmTmp)
-	}
-}
-
 func npmSpec(t *testing.T, name, server, extra string) upstream.Spec {
 	t.Helper()
-	entry := filepath.Join(npmServers(t), "@modelcontextprotocol", server, "dist", "index.js")
+	entry := testupstream.NPMServer(t, server)
 	cfg := decodeOne(t, extra, upstream.Config{Name: name, Command: []string{"node", entry}})
 	specs, err := upstream.Parse([]upstream.Config{cfg}, t.TempDir())
 	if err != nil {

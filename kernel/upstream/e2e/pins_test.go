@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
-	"github.com/sharedos/sharedos-mcp/kernel/upstream/internal/testserver"
 )
 
 func TestAListChangeShowsInTheNextSnapshotOnly(t *testing.T) {
@@ -25,7 +25,7 @@ func TestAListChangeShowsInTheNextSnapshotOnly(t *testing.T) {
 	f.events.waitFrom(t, mark, "the list change", func(e upstream.Event) bool { return e.Kind == upstream.EventToolsChanged })
 
 	// The snapshot taken before is as it was.
-	if echo.Description != testserver.EchoDescription(0) || slices.ContainsFunc(before.Tools, func(t *upstream.Tool) bool { return t.Name == "test.added" }) {
+	if echo.Description != testupstream.EchoDescription(0) || slices.ContainsFunc(before.Tools, func(t *upstream.Tool) bool { return t.Name == "test.added" }) {
 		t.Errorf("the earlier snapshot changed: echo %q", echo.Description)
 	}
 	after := f.m.Snapshot()
@@ -57,7 +57,7 @@ func TestAListChangeShowsInTheNextSnapshotOnly(t *testing.T) {
 		t.Fatalf("Approve = %+v, %v", got, err)
 	}
 	approved := f.tool(f.m.Snapshot(), "test.echo")
-	if approved.Description != testserver.EchoDescription(100) || approved.Hash != w.Hash {
+	if approved.Description != testupstream.EchoDescription(100) || approved.Hash != w.Hash {
 		t.Errorf("after approval: %+v", approved)
 	}
 	if r, err := f.m.Call(context.Background(), approved, json.RawMessage(`{"text":"approved"}`), nil); err != nil || text(t, r) != "approved" {
@@ -113,7 +113,7 @@ func TestAChangedDefinitionStaysQuarantinedAcrossRestartsUntilApproved(t *testin
 	if _, err := upstream.Approve(dir, "test", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if got := f3.tool(f3.m.Snapshot(), "test.echo"); got.Description != testserver.EchoDescription(1) {
+	if got := f3.tool(f3.m.Snapshot(), "test.echo"); got.Description != testupstream.EchoDescription(1) {
 		t.Errorf("after approval: %q", got.Description)
 	}
 	f3.m.Close()

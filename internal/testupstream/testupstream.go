@@ -1,8 +1,8 @@
-// Package testserver is a small MCP stdio server, written with the Go
-// SDK, that the upstream tests broker. A test binary becomes it when
-// started with Arg as its first argument (see MaybeRun): the tests run
-// their own binary as the upstream, so the core of the suite needs
-// nothing but Go.
+// Package testupstream is a small MCP stdio server, written with the Go
+// SDK, that the upstream, kernel and command tests and the conformance
+// runner broker. A program becomes it when started with Arg as its first
+// argument (see MaybeRun): the tests run their own binary as the
+// upstream, so the core of the suite needs nothing but Go.
 //
 // Its tools, each behaving as its name says:
 //
@@ -23,17 +23,21 @@
 //	get_repo {owner, repo}  returns "owner/repo"; owner is a string, repo too
 //	get_issue {n}      n is an integer
 //
-// Flags: -variant N gives echo a description of its own per variant;
+// Flags: -record FILE appends one JSON line {"tool", "arguments"} to FILE
+// for every call, before running it, so a test can tell which calls
+// reached the upstream; -variant N gives echo a description of its own per variant;
 // -stubborn ignores SIGTERM and stays after stdin ends;
 // -bad adds tools that cannot be published ("has space", a bad name, and
 // "undescribed", without a description).
-package testserver
+package testupstream
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -67,6 +71,10 @@ func MaybeRun() {
 	}
 }
 
+// Main runs the server with flags, for a program that is it by name
+// rather than by Arg; it returns the exit code.
+func Main(flags []string) int { return run(flags) }
+
 // Command is the command line that runs the server from the test binary
 // exe, with flags.
 func Command(exe string, flags ...string) []string {
@@ -86,6 +94,7 @@ func run(args []string) int {
 	variant := fs.Int("variant", 0, "which echo description to offer")
 	bad := fs.Bool("bad", false, "also offer tools that cannot be published")
 	stubborn := fs.Bool("stubborn", false, "ignore SIGTERM and stay after stdin ends")
+	record := fs.String("record", "", "append every call to this `file`")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,6 +103,15 @@ func run(args []string) int {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1.0.0"}, nil)
 	h := &handlers{srv: srv, held: map[string]chan struct{}{}}
+	if *record != "" {
+		f, err := os.OpenFile(*record, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testserver:", err)
+			return 1
+		}
+		defer f.Close()
+		srv.AddReceivingMiddleware(recordCalls(f))
+	}
 	h.add(*variant, *bad)
 	fmt.Fprintln(os.Stderr, "testserver ready")
 	err := srv.Run(context.Background(), &mcp.StdioTransport{})
@@ -253,6 +271,52 @@ func (h *handlers) add(variant int, bad bool) {
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("no"), nil })
 		s.AddTool(&mcp.Tool{Name: "undescribed", InputSchema: schema(nil)},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("no"), nil })
+	}
+}
+
+// Recorded is one line of a -record file.
+type Recorded struct {
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ReadRecord returns the calls recorded in file, in order; none when it
+// does not exist.
+func ReadRecord(file string) ([]Recorded, error) {
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Recorded
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		var r Recorded
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("record %s: %w", file, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// recordCalls writes each tools/call to f before it runs.
+func recordCalls(f *os.File) mcp.Middleware {
+	var mu sync.Mutex
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
+				line, _ := json.Marshal(Recorded{Tool: p.Name, Arguments: p.Arguments})
+				mu.Lock()
+				_, _ = f.Write(append(line, '\n'))
+				mu.Unlock()
+			}
+			return next(ctx, method, req)
+		}
 	}
 }
 
