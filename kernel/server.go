@@ -331,7 +331,7 @@ func (s *Server) instructions(integration string) string {
 	if s.files != nil {
 		text += " File paths are absolute within the shared root, which is \"/\"."
 	}
-	if len(s.Upstreams) > 0 {
+	if bs := s.brokers.set.Load(); bs != nil && len(bs.names) > 0 {
 		text += " Tools named <server>.<tool> belong to other MCP servers the kernel brokers; their results come from those servers."
 	}
 	return text
