@@ -416,27 +416,20 @@ const codeAuditUnavailable = "audit_unavailable"
 // call's tool.invoked follows with the outcome.
 const EventToolAuthorized = "tool.authorized"
 
-// invokeParams is tools.invoke's params as the kernel decodes them.
+// invokeParams is tools.invoke's params as the kernel decodes them
+// (decodeInvokeParams).
 type invokeParams struct {
-	CallID      string      `json:"callId"`
-	Tool        string      `json:"tool"`
-	Arguments   boundedJSON `json:"arguments"`
-	CatalogHash string      `json:"catalogHash"`
+	CallID      string
+	Tool        string
+	Arguments   boundedJSON
+	CatalogHash string
 }
 
-// boundedJSON keeps a raw JSON value only if it is at most
-// maxArgumentBytes long; either way it remembers the length.
+// boundedJSON is a raw JSON value kept only if it is at most
+// maxArgumentBytes long, and its length either way.
 type boundedJSON struct {
-	raw  json.RawMessage
+	raw  []byte
 	size int
-}
-
-func (b *boundedJSON) UnmarshalJSON(data []byte) error {
-	b.size = len(data)
-	if len(data) <= maxArgumentBytes {
-		b.raw = append(json.RawMessage(nil), data...)
-	}
-	return nil
 }
 
 // call is what the audit says of one invocation.
@@ -452,8 +445,8 @@ type call struct {
 // read behind it, while a write waits for what came before it and is
 // waited for by what comes after.
 func (t *turn) invoke(m jsonrpc.Message) {
-	var p invokeParams
-	if err := json.Unmarshal(m.Params, &p); err != nil {
+	p, err := decodeInvokeParams(m.Params)
+	if err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "tools.invoke params: "+err.Error(), "")
 		return
 	}

@@ -119,3 +119,14 @@ func walk(src []byte, open byte, f func(key, value []byte) error) error {
 	}
 	return l.End()
 }
+
+// KeyName is the name a member's key (as EachMember hands it out, quoted,
+// escapes intact) spells: a slice of key when it has no escapes, which is
+// what a switch on string(KeyName(key)) compares without allocating.
+func KeyName(key []byte) []byte {
+	body := key[1 : len(key)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return body
+	}
+	return jsonlex.AppendUnescaped(nil, body, jsonlex.ReplaceSurrogates)
+}

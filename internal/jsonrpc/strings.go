@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"errors"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
@@ -74,6 +75,14 @@ func DecodeString(raw []byte) (string, error) {
 	if l.Pos() != len(raw) {
 		return "", errNotString
 	}
-	var buf [64]byte
-	return string(jsonlex.AppendUnescaped(buf[:0], body, jsonlex.ReplaceSurrogates)), nil
+	if len(body) <= 64 {
+		var buf [64]byte
+		return string(jsonlex.AppendUnescaped(buf[:0], body, jsonlex.ReplaceSurrogates)), nil
+	}
+	// A long string (a file's content) is decoded into a buffer of its
+	// own, sized once: the value is rarely longer than its escaped body,
+	// and the buffer becomes the string without a copy, since nothing
+	// else refers to it.
+	b := jsonlex.AppendUnescaped(make([]byte, 0, len(body)), body, jsonlex.ReplaceSurrogates)
+	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }

@@ -177,10 +177,11 @@ func benchmarkPayloadResult(b *testing.B, shape string) {
 }
 
 // BenchmarkReferenceKernelArgument4MiB is the reference kernel, in
-// process, decoding a files.write whose content is a 4 MiB string, from
-// the socket line to the tool's arguments: the call is refused too_large
-// once they are decoded, before anything is written. Compare it with
-// BenchmarkJSONValid4MiB (issue 17: at most 3×).
+// process, decoding a files.write whose arguments are 4 MiB of JSON, the
+// most it decodes (larger ones are refused unread), from the socket line
+// to the tool's arguments: the content is over the file size limit, so
+// the call is refused too_large once it is decoded, before anything is
+// written. Compare it with BenchmarkJSONValid4MiB (issue 17: at most 3×).
 func BenchmarkReferenceKernelArgument4MiB(b *testing.B) {
 	dir, err := os.MkdirTemp("", "rk")
 	if err != nil {
@@ -246,6 +247,9 @@ func BenchmarkJSONValid4MiB(b *testing.B) {
 	}
 }
 
+// payloadArguments are files.write arguments of exactly payloadSize
+// bytes, the reference kernel's bound on the arguments it decodes.
 func payloadArguments() json.RawMessage {
-	return slices.Concat([]byte(`{"path":"/no such dir/x","content":`), PayloadString(payloadSize), []byte(`}`))
+	head, tail := []byte(`{"path":"/no such dir/x","content":`), []byte(`}`)
+	return slices.Concat(head, PayloadString(payloadSize-len(head)-len(tail)), tail)
 }
