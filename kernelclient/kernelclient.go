@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -88,7 +89,7 @@ type Client struct {
 
 	mu       sync.Mutex
 	nextID   int64
-	pending  map[int64]chan Answer
+	pending  map[int64]waiter
 	progress func(kproto.ProgressParams)
 	err      error // set once the connection is lost
 	done     chan struct{}
@@ -99,6 +100,14 @@ type Client struct {
 type Answer struct {
 	result json.RawMessage
 	err    error
+}
+
+// waiter is who waits for one request's answer: a channel, which gets the
+// answer with a line of its own, or a function (StartInvokeFunc), which
+// reads it in place.
+type waiter struct {
+	ch chan Answer
+	f  func(a Answer, last bool)
 }
 
 // readBuffer holds a whole tools.list answer for 512 tools (about half a
@@ -135,7 +144,7 @@ func Dial(opts Options) (*Client, error) {
 		r:        jsonrpc.NewReaderSize(conn, opts.MaxLine, readBuffer),
 		maxSend:  jsonrpc.DefaultMaxLine,
 		wtimeout: opts.WriteTimeout,
-		pending:  make(map[int64]chan Answer),
+		pending:  make(map[int64]waiter),
 		done:     make(chan struct{}),
 	}
 	go c.readLoop()
@@ -162,14 +171,17 @@ func (c *Client) readLoop() {
 	var err error
 	for {
 		var line []byte
-		// Owned: a result is handed on as a slice of its line, so a
-		// catalogue is not copied out of it.
-		line, err = c.r.ReadOwnedLine()
+		// In place: a function waiter reads its answer before the next
+		// line is read, and a channel waiter is given the line (take).
+		// The read buffer keeps the size the longest answer grew it to,
+		// so a turn that relays large results does not regrow it for
+		// each of them.
+		line, err = c.r.ReadLine()
 		if errors.Is(err, jsonrpc.ErrLineTooLong) {
 			// One answer too long to take fails its own request, not
 			// the turn.
 			if id, ok := leadingID(c.r.Skipped()); ok {
-				c.deliver(id, Answer{err: ErrAnswerTooLarge})
+				c.deliver(id, nil, Answer{err: ErrAnswerTooLarge})
 			}
 			continue
 		}
@@ -187,29 +199,49 @@ func (c *Client) readLoop() {
 			continue // the kernel sends us no requests
 		}
 		if id, ok := parseID(m.ID); ok {
-			c.deliver(id, answer(m))
+			c.deliver(id, line, answer(m))
 		}
 	}
 	c.mu.Lock()
 	c.err = fmt.Errorf("%w: %v", ErrClosed, err)
-	for id, ch := range c.pending {
-		ch <- Answer{err: c.err}
-		delete(c.pending, id)
-	}
+	pending := c.pending
+	c.pending = map[int64]waiter{}
 	c.mu.Unlock()
+	for _, w := range pending {
+		w.give(Answer{err: c.err}, true)
+	}
 	c.conn.Close()
 	close(c.done)
 }
 
-// deliver hands a request its answer, if it is still awaited.
-func (c *Client) deliver(id int64, a Answer) {
+// deliver hands a request its answer, if it is still awaited. line is the
+// line the answer's result is a slice of, in the read buffer.
+func (c *Client) deliver(id int64, line []byte, a Answer) {
 	c.mu.Lock()
-	ch, ok := c.pending[id]
+	w, ok := c.pending[id]
 	delete(c.pending, id)
 	c.mu.Unlock()
-	if ok {
-		ch <- a
+	if !ok {
+		return
 	}
+	if w.ch != nil && a.result != nil {
+		// A channel waiter reads the answer later, on another goroutine:
+		// the result moves with its line out of the read buffer.
+		// result is line[start:...]; both end where the read buffer
+		// ends, so their capacities differ by start.
+		owned := c.r.Take(line)
+		start := cap(line) - cap(a.result)
+		a.result = owned[start : start+len(a.result) : start+len(a.result)]
+	}
+	w.give(a, !c.r.Buffered())
+}
+
+func (w waiter) give(a Answer, last bool) {
+	if w.f != nil {
+		w.f(a, last)
+		return
+	}
+	w.ch <- a
 }
 
 func (c *Client) onProgress(params []byte) {
@@ -225,92 +257,16 @@ func (c *Client) onProgress(params []byte) {
 	}
 }
 
-// leadingID reads the id of a message that may be cut short: it walks the
-// top-level members in order and gives up at the first it cannot read
-// whole. A kernel writes the id before the result, as JSON-RPC libraries
-// do; one that writes it after a huge result loses that answer to the
-// call's timeout instead.
+// leadingID reads the id of a message that may be cut short, as
+// Reader.Skipped hands it out. A kernel writes the id before the result,
+// as JSON-RPC libraries do; one that writes it after a huge result loses
+// that answer to the call's timeout instead.
 func leadingID(b []byte) (int64, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
+	raw, ok := jsonrpc.LeadingMember(b, "id")
+	if !ok {
 		return 0, false
 	}
-	for i++; ; i++ {
-		i = skipSpace(b, i)
-		kend, ok := skipValue(b, i)
-		if !ok || b[i] != '"' {
-			return 0, false
-		}
-		key := b[i:kend]
-		i = skipSpace(b, kend)
-		if i >= len(b) || b[i] != ':' {
-			return 0, false
-		}
-		i = skipSpace(b, i+1)
-		vend, ok := skipValue(b, i)
-		if !ok {
-			return 0, false
-		}
-		if string(key) == `"id"` {
-			return parseID(b[i:vend])
-		}
-		if i = skipSpace(b, vend); i >= len(b) || b[i] != ',' {
-			return 0, false
-		}
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the end of the JSON value at b[i:], and false when b
-// ends before it does. It checks only as much as finding the end needs.
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1, true
-			}
-		}
-		return 0, false
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, ok := skipValue(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	}
-	for j := i; j < len(b); j++ {
-		switch b[j] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			return j, j > i
-		}
-	}
-	return 0, false
+	return parseID(raw)
 }
 
 // answer turns the kernel's response into what the waiting call gets.
@@ -360,20 +316,28 @@ func (c *Client) start(method string, params any) (*Call, error) {
 
 func (c *Client) startWrite(method string, params any, deferred bool) (*Call, error) {
 	ch := make(chan Answer, 1)
+	call, err := c.register(method, waiter{ch: ch})
+	if err != nil {
+		return nil, err
+	}
+	call.ch = ch
+	if err := c.send(call.id, method, params, deferred); err != nil {
+		c.forget(call.id)
+		return nil, err
+	}
+	return call, nil
+}
+
+// register gives a request its id and w as who waits for its answer.
+func (c *Client) register(method string, w waiter) (*Call, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.err != nil {
-		c.mu.Unlock()
 		return nil, c.err
 	}
 	c.nextID++
-	id := c.nextID
-	c.pending[id] = ch
-	c.mu.Unlock()
-	if err := c.send(id, method, params, deferred); err != nil {
-		c.forget(id)
-		return nil, err
-	}
-	return &Call{c: c, id: id, method: method, ch: ch}, nil
+	c.pending[c.nextID] = w
+	return &Call{c: c, id: c.nextID, method: method}, nil
 }
 
 // wait waits for the answer or ctx. On ctx expiry the request is
@@ -483,19 +447,37 @@ const maxDeferred = 64 << 10
 // answer, deferred ones included, gets ErrClosed from the read loop.
 func (c *Client) write(b []byte) error {
 	c.wbuf = b[:0]
-	if c.wtimeout > 0 {
-		// The deadline moves only when half of it is used up, so most
-		// writes pay a clock read and nothing else.
-		if now := time.Now(); c.wdl.Sub(now) < c.wtimeout/2 {
-			c.wdl = now.Add(c.wtimeout)
-			c.conn.SetWriteDeadline(c.wdl)
-		}
-	}
+	c.deadline()
 	if _, err := c.conn.Write(b); err != nil {
 		c.conn.Close()
 		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	return nil
+}
+
+// writev is write for a request in pieces: b (the deferred requests and
+// the request's head), the arguments as the caller holds them, and tail.
+func (c *Client) writev(b, args, tail []byte) error {
+	c.wbuf = b[:0]
+	c.deadline()
+	bufs := net.Buffers{b, args, tail}
+	if _, err := bufs.WriteTo(c.conn); err != nil {
+		c.conn.Close()
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return nil
+}
+
+// deadline moves the write deadline when one is set. It moves only when
+// half of it is used up, so most writes pay a clock read and nothing
+// else.
+func (c *Client) deadline() {
+	if c.wtimeout > 0 {
+		if now := time.Now(); c.wdl.Sub(now) < c.wtimeout/2 {
+			c.wdl = now.Add(c.wtimeout)
+			c.conn.SetWriteDeadline(c.wdl)
+		}
+	}
 }
 
 // Flush writes the requests StartInvokeDeferred held back.
@@ -573,7 +555,7 @@ func decodeList(raw []byte) (kproto.ListResult, error) {
 
 // StartInvoke sends tools.invoke without waiting for the answer.
 func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
-	return c.start(kproto.MethodInvoke, encodeInvoke(p))
+	return c.startInvoke(p, false, nil)
 }
 
 // StartInvokeDeferred is StartInvoke for a caller that knows more
@@ -581,27 +563,108 @@ func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
 // request that is not deferred, or Flush, writes it with the others. A
 // caller that defers must Flush before it waits on anything.
 func (c *Client) StartInvokeDeferred(p kproto.InvokeParams) (*Call, error) {
-	return c.startWrite(kproto.MethodInvoke, encodeInvoke(p), true)
+	return c.startInvoke(p, true, nil)
+}
+
+// StartInvokeFunc is StartInvoke (or, deferred, StartInvokeDeferred) for
+// a caller that takes the answer where it is read rather than on the
+// call's channel: f runs on the goroutine that reads the kernel's
+// answers, once, unless the call is abandoned first, and may run before
+// StartInvokeFunc returns. The answer's result is a slice of the
+// client's read buffer, valid only until f returns; last reports that no
+// other message from the kernel is read yet, so nothing else waits on f.
+// f must not block on the kernel, and every other answer and progress
+// report waits while it runs. Answer on the returned call is nil.
+//
+// It is how the shim relays a call without a hand-off between goroutines
+// and a result without a copy: rendered, and written, as it is read.
+func (c *Client) StartInvokeFunc(p kproto.InvokeParams, deferred bool, f func(a Answer, last bool)) (*Call, error) {
+	return c.startInvoke(p, deferred, f)
+}
+
+func (c *Client) startInvoke(p kproto.InvokeParams, deferred bool, f func(Answer, bool)) (*Call, error) {
+	w := waiter{f: f}
+	if f == nil {
+		w.ch = make(chan Answer, 1)
+	}
+	call, err := c.register(kproto.MethodInvoke, w)
+	if err != nil {
+		return nil, err
+	}
+	call.ch = w.ch
+	if err := c.sendInvoke(call.id, p, deferred); err != nil {
+		c.forget(call.id)
+		return nil, err
+	}
+	return call, nil
 }
 
 // encodeInvoke writes tools.invoke's params by hand: it is the one request
 // made per call. Arguments go as they are; the shim has checked that they
 // are a JSON object.
 func encodeInvoke(p kproto.InvokeParams) json.RawMessage {
-	args := p.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage("null")
+	head, tail := invokeParts(nil, p)
+	return slices.Concat(head, invokeArguments(p), tail)
+}
+
+// invokeParts are tools.invoke's params around the arguments: head is
+// appended to dst, tail is a buffer of its own.
+func invokeParts(dst []byte, p kproto.InvokeParams) (head, tail []byte) {
+	head = append(dst, `{"callId":`...)
+	head = jsonrpc.AppendString(head, p.CallID)
+	head = append(head, `,"tool":`...)
+	head = jsonrpc.AppendString(head, p.Tool)
+	head = append(head, `,"arguments":`...)
+	tail = append(make([]byte, 0, 20+len(p.CatalogHash)), `,"catalogHash":`...)
+	tail = jsonrpc.AppendString(tail, p.CatalogHash)
+	return head, append(tail, '}')
+}
+
+func invokeArguments(p kproto.InvokeParams) []byte {
+	if len(p.Arguments) == 0 {
+		return []byte("null")
 	}
-	b := make([]byte, 0, 64+len(p.CallID)+len(p.Tool)+len(args)+len(p.CatalogHash))
-	b = append(b, `{"callId":`...)
-	b = jsonrpc.AppendString(b, p.CallID)
-	b = append(b, `,"tool":`...)
-	b = jsonrpc.AppendString(b, p.Tool)
-	b = append(b, `,"arguments":`...)
+	return p.Arguments
+}
+
+// inlineArguments is the most arguments a tools.invoke copies into the
+// write buffer. Larger ones (a file's content) go to the socket from
+// where they are, in one writev with the request around them, so a
+// payload is never copied on its way to the kernel.
+const inlineArguments = 32 << 10
+
+// sendInvoke writes one tools.invoke, after any deferred requests. A
+// call with small arguments may be deferred; one with large arguments
+// never is.
+func (c *Client) sendInvoke(id int64, p kproto.InvokeParams, deferred bool) error {
+	args := invokeArguments(p)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	start := len(c.wbuf)
+	b := append(c.wbuf, `{"jsonrpc":"2.0","id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"method":"`+kproto.MethodInvoke+`","params":`...)
+	b, tail := invokeParts(b, p)
+	tail = append(tail, "}\n"...)
+	if n := len(b) - start + len(args) + len(tail) - 1; n > c.maxSend {
+		c.wbuf = b[:start]
+		if !deferred && start > 0 {
+			if err := c.write(c.wbuf); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("%s: %w (%d bytes)", kproto.MethodInvoke, ErrRequestTooLarge, c.maxSend)
+	}
+	if len(args) > inlineArguments {
+		return c.writev(b, args, tail)
+	}
 	b = append(b, args...)
-	b = append(b, `,"catalogHash":`...)
-	b = jsonrpc.AppendString(b, p.CatalogHash)
-	return append(b, '}')
+	b = append(b, tail...)
+	if deferred && len(b) < maxDeferred {
+		c.wbuf = b
+		return nil
+	}
+	return c.write(b)
 }
 
 // Err is the answer's error, for a request whose result carries nothing

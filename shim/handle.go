@@ -125,7 +125,7 @@ func (s *server) assemble(parts []*slot, batch *slot) *slot {
 		batch.out = [][]byte{append(out, "]\n"...)}
 	}
 	if !isDone(batch) {
-		close(batch.done)
+		batch.ready()
 	}
 	return batch
 }
@@ -341,7 +341,7 @@ func (s *server) register(id json.RawMessage, sl *slot) {
 // cancellable: it is about to be written. Only the writer (and a batch
 // being put together) claims.
 func (s *server) claim(sl *slot) bool {
-	sl.closed = true
+	sl.closed.Store(true)
 	if sl.key != "" {
 		s.mu.Lock()
 		if s.inflight[sl.key] == sl {

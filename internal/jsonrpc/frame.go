@@ -168,14 +168,22 @@ func (r *Reader) ReadOwnedLine() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.Take(line), nil
+}
+
+// Take makes line, the one the last ReadLine returned, the caller's, as
+// ReadOwnedLine would have returned it: a short line is copied, a long
+// one keeps its buffer, and the reader goes on in a new one. A caller
+// that reads most lines in place takes only the few it keeps.
+func (r *Reader) Take(line []byte) []byte {
 	if len(line) < r.size/4 {
-		return bytes.Clone(line), nil
+		return bytes.Clone(line)
 	}
 	rest := r.buf[r.r:r.w]
 	nb := make([]byte, max(64<<10, 2*len(rest)))
 	r.w = copy(nb, rest)
 	r.r, r.buf = 0, nb
-	return line[:len(line):len(line)], nil
+	return line[:len(line):len(line)]
 }
 
 // trim drops the line ending and enforces the limit.
