@@ -249,20 +249,11 @@ func readMessage(line []byte) (jsonrpc.Message, error) {
 }
 
 // validID accepts what JSON-RPC 2.0 allows a request id to be: a string
-// or a number (null is tolerated as the spec's discouraged form).
+// or a number (null is tolerated as the spec's discouraged form). id is a
+// value of a line ParseEnvelope has checked, or a whole value
+// LeadingMember found.
 func validID(id json.RawMessage) bool {
-	if len(id) == 0 {
-		return true
-	}
-	var v any
-	if json.Unmarshal(id, &v) != nil {
-		return false
-	}
-	switch v.(type) {
-	case string, float64, nil:
-		return true
-	}
-	return false
+	return len(id) == 0 || string(id) == "null" || jsonrpc.ValidID(id)
 }
 
 func (t *turn) hello(m jsonrpc.Message) bool {

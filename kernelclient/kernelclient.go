@@ -676,7 +676,8 @@ func (a Answer) Invoke() (kproto.InvokeResult, error) {
 	if a.err != nil {
 		return kproto.InvokeResult{}, a.err
 	}
-	r, err := decodeInvoke(a.result)
+	// The result is a value of a line ParseEnvelope has checked.
+	r, err := decodeValidInvoke(a.result)
 	if err != nil {
 		return kproto.InvokeResult{}, fmt.Errorf("decode %s result: %w", kproto.MethodInvoke, err)
 	}
@@ -687,8 +688,18 @@ func (a Answer) Invoke() (kproto.InvokeResult, error) {
 // kproto.InvokeResult, names matched exactly, without reflection: output
 // and content stay slices of the kernel's line.
 func decodeInvoke(raw []byte) (kproto.InvokeResult, error) {
+	return decodeInvokeWith(jsonrpc.EachMember, raw)
+}
+
+// decodeValidInvoke is decodeInvoke for a result already checked with
+// its line: a large output or content is found, not read again.
+func decodeValidInvoke(raw []byte) (kproto.InvokeResult, error) {
+	return decodeInvokeWith(jsonrpc.EachValidMember, raw)
+}
+
+func decodeInvokeWith(each func([]byte, func(key, value []byte) error) error, raw []byte) (kproto.InvokeResult, error) {
 	var r kproto.InvokeResult
-	err := jsonrpc.EachMember(raw, func(key, value []byte) error {
+	err := each(raw, func(key, value []byte) error {
 		var err error
 		switch string(key) {
 		case `"status"`:

@@ -42,7 +42,7 @@ const epochMeta = `"` + metaSharedOSEpoch + `":"` + sharedosEpoch + `"`
 // anything else gets the latest legacy version.
 func (s *server) initialize(req *request) []byte {
 	var asked string
-	json.Unmarshal(req.params["protocolVersion"], &asked)
+	json.Unmarshal(req.params.protocolVersion, &asked)
 	version := latestLegacy
 	if legacyVersions[asked] {
 		version = asked
@@ -52,7 +52,7 @@ func (s *server) initialize(req *request) []byte {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	}
-	if json.Unmarshal(req.params["clientInfo"], &client) == nil && client.Name != "" {
+	if json.Unmarshal(req.params.clientInfo, &client) == nil && client.Name != "" {
 		s.cfg.Log.Debug().Str("client", client.Name).Str("clientVersion", client.Version).Str("protocolVersion", version).Msg("initialize")
 	}
 	result, _ := marshal(map[string]any{
@@ -163,12 +163,16 @@ type callParams struct {
 	args json.RawMessage
 }
 
-func parseCallParams(p map[string]json.RawMessage) (callParams, bool) {
+func parseCallParams(p params) (callParams, bool) {
 	var c callParams
-	if json.Unmarshal(p["name"], &c.name) != nil || c.name == "" {
+	if len(p.name) == 0 || p.name[0] != '"' {
 		return c, false
 	}
-	c.args = p["arguments"]
+	var err error
+	if c.name, err = jsonrpc.DecodeString(p.name); err != nil || c.name == "" {
+		return c, false
+	}
+	c.args = p.arguments
 	if len(c.args) == 0 {
 		c.args = json.RawMessage("{}")
 	}
@@ -451,7 +455,11 @@ func (s *server) callAnswer(dst [][]byte, req *request, tool *hashing.Tool, res 
 		dst = append(dst, head, res.Content)
 	case len(res.Output) > 0:
 		head = append(head, `[{"type":"text","text":`...)
-		text := jsonrpc.AppendString(make([]byte, 0, jsonrpc.QuotedLen(res.Output)+len("}]")), res.Output)
+		// Room for the escapes of text like source code (about one byte
+		// in ten) and then some, so a large output is escaped into one
+		// buffer without regrowing it; counting them exactly first
+		// measured slower than the room.
+		text := jsonrpc.AppendString(make([]byte, 0, len(res.Output)+len(res.Output)/4+64), res.Output)
 		dst = append(dst, head, append(text, "}]"...))
 	default:
 		dst = append(dst, append(head, "[]"...))

@@ -47,36 +47,6 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	}
 }
 
-// QuotedLen is len(AppendString(nil, s)), counted without writing it, so
-// a large string is escaped into a buffer sized once: ASCII runs are
-// skipped eight bytes at a time, as AppendString skips them.
-func QuotedLen[S ~string | ~[]byte](s S) int {
-	n := 2 + len(s)
-	for i := 0; ; {
-		i = jsonlex.SkipPlain(s, i, jsonlex.StopNonASCII)
-		if i == len(s) {
-			return n
-		}
-		switch b := s[i]; {
-		case b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
-			n++
-			i++
-		case b < utf8.RuneSelf:
-			n += 5 // \u00xx
-			i++
-		default:
-			r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-			switch {
-			case r == utf8.RuneError && size == 1:
-				n += 5 // one byte becomes \ufffd
-			case r == '\u2028' || r == '\u2029':
-				n += 3 // three bytes become \u202x
-			}
-			i += size
-		}
-	}
-}
-
 var errNotString = errors.New("not a JSON string")
 
 // DecodeString decodes a raw JSON value that a scanner has already

@@ -58,7 +58,12 @@ func turn(b *testing.B, sock string) (in *io.PipeWriter, out *jsonrpc.Reader, en
 		b.Fatal(err)
 	}
 	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
+	// stdout is a real pipe, as a harness gives serve, so serve writes it
+	// as it writes its stdout (with writev).
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		done <- shim.Serve(context.Background(), shim.Config{Kernel: c, Hello: hello, Version: "bench", Log: zerolog.Nop()}, inR, outW)
@@ -69,6 +74,7 @@ func turn(b *testing.B, sock string) (in *io.PipeWriter, out *jsonrpc.Reader, en
 		if err := <-done; err != nil {
 			b.Error(err)
 		}
+		outR.Close()
 	}
 }
 
