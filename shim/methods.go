@@ -345,7 +345,9 @@ func (c *relayCall) deliver(res kproto.InvokeResult, last bool) {
 	}
 	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
 	var pieces [6][]byte
-	answer := s.callAnswer(pieces[:0], c.req, c.tool, res)
+	// The text an output becomes is escaped into a buffer kept for the
+	// turn: by the time this returns it is written or copied.
+	answer := s.callAnswer(pieces[:0], c.req, c.tool, res, &s.text)
 	if last && s.out.drain(c.sl, answer) {
 		close(c.sl.done)
 	} else {
@@ -423,7 +425,7 @@ func (s *server) kernelMaxLine() int {
 // callResult renders a kernel result as an MCP CallToolResult.
 func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeResult) []byte {
 	var pieces [6][]byte
-	line := slices.Concat(s.callAnswer(pieces[:0], req, tool, res)...)
+	line := slices.Concat(s.callAnswer(pieces[:0], req, tool, res, nil)...)
 	// callAnswer wrote the whole response line: keep the result alone.
 	head := len(`{"jsonrpc":"2.0","id":`) + len(req.id) + len(`,"result":`)
 	return line[head : len(line)-len("}\n")]
@@ -433,8 +435,9 @@ func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeR
 // whose kernel result is res: a small head and tail of the shim's own,
 // and between them content or output as the kernel sent them (slices of
 // res, not copies) or, for an output without content, the one text block
-// it becomes, escaped into a buffer sized for it.
-func (s *server) callAnswer(dst [][]byte, req *request, tool *hashing.Tool, res kproto.InvokeResult) [][]byte {
+// it becomes, escaped into a buffer sized for it: *scratch, kept for the
+// next call, when scratch is not nil.
+func (s *server) callAnswer(dst [][]byte, req *request, tool *hashing.Tool, res kproto.InvokeResult, scratch *[]byte) [][]byte {
 	id := req.id
 	if len(id) == 0 {
 		id = json.RawMessage("null")
@@ -459,8 +462,18 @@ func (s *server) callAnswer(dst [][]byte, req *request, tool *hashing.Tool, res 
 		// in ten) and then some, so a large output is escaped into one
 		// buffer without regrowing it; counting them exactly first
 		// measured slower than the room.
-		text := jsonrpc.AppendString(make([]byte, 0, len(res.Output)+len(res.Output)/4+64), res.Output)
-		dst = append(dst, head, append(text, "}]"...))
+		room := len(res.Output) + len(res.Output)/4 + 64
+		var text []byte
+		if scratch != nil && cap(*scratch) >= room {
+			text = (*scratch)[:0]
+		} else {
+			text = make([]byte, 0, room)
+		}
+		text = append(jsonrpc.AppendString(text, res.Output), "}]"...)
+		if scratch != nil {
+			*scratch = text
+		}
+		dst = append(dst, head, text)
 	default:
 		dst = append(dst, append(head, "[]"...))
 	}

@@ -123,7 +123,8 @@ type server struct {
 	progress map[string]*progressCall // by call id, calls whose client asked for progress
 	aborted  bool                     // the turn is over: calls still at the kernel were stopped
 
-	out *outbox // answers on their way to stdout
+	out  *outbox // answers on their way to stdout
+	text []byte  // the text of the last output relayed; the kernel client's reading goroutine's
 
 	calls sync.WaitGroup // calls at the kernel, and goroutines answering requests
 }
