@@ -147,6 +147,9 @@ func Dial(opts Options) (*Client, error) {
 		pending:  make(map[int64]waiter),
 		done:     make(chan struct{}),
 	}
+	// Results are relayed from where they are read; the few answers a
+	// channel waits for are copied out (Take).
+	c.r.MapLong = true
 	go c.readLoop()
 	return c, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -344,14 +343,12 @@ func (c *relayCall) deliver(res kproto.InvokeResult, last bool) {
 		s.unwatchProgress(c.callID)
 	}
 	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
-	var pieces [6][]byte
-	// The text an output becomes is escaped into a buffer kept for the
-	// turn: by the time this returns it is written or copied.
-	answer := s.callAnswer(pieces[:0], c.req, c.tool, res, &s.text)
-	if last && s.out.drain(c.sl, answer) {
+	var r reply
+	s.callAnswer(&r, c.req, c.tool, res)
+	if last && s.out.drain(c.sl, &r) {
 		close(c.sl.done)
 	} else {
-		c.sl.finish(slices.Concat(answer...))
+		c.sl.finish(r.bytes())
 	}
 	s.calls.Done()
 }
@@ -424,20 +421,86 @@ func (s *server) kernelMaxLine() int {
 
 // callResult renders a kernel result as an MCP CallToolResult.
 func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeResult) []byte {
-	var pieces [6][]byte
-	line := slices.Concat(s.callAnswer(pieces[:0], req, tool, res, nil)...)
+	var r reply
+	s.callAnswer(&r, req, tool, res)
+	line := r.bytes()
 	// callAnswer wrote the whole response line: keep the result alone.
 	head := len(`{"jsonrpc":"2.0","id":`) + len(req.id) + len(`,"result":`)
 	return line[head : len(line)-len("}\n")]
 }
 
-// callAnswer appends to dst the pieces of the response line to a call
-// whose kernel result is res: a small head and tail of the shim's own,
-// and between them content or output as the kernel sent them (slices of
-// res, not copies) or, for an output without content, the one text block
-// it becomes, escaped into a buffer sized for it: *scratch, kept for the
-// next call, when scratch is not nil.
-func (s *server) callAnswer(dst [][]byte, req *request, tool *hashing.Tool, res kproto.InvokeResult, scratch *[]byte) [][]byte {
+// reply is the response line to a call, in pieces: a small head and tail
+// of the shim's own around content or output as the kernel sent them
+// (slices of its answer, not copies), and, for an output without
+// content, the text block it becomes, which is text escaped as a JSON
+// string at pieces[at]. The line is never assembled on the way to
+// stdout: the text is escaped a piece at a time as it is written, so the
+// client reads the first of it while the rest is escaped, and a
+// megabyte output costs a buffer of textPiece, not of its size.
+type reply struct {
+	pieces [][]byte
+	text   []byte
+	at     int
+	buf    [6][]byte
+}
+
+// textPiece is how much of an output's text is escaped for one write.
+const textPiece = 128 << 10
+
+// writeTo writes the line with write, in one or more calls, escaping the
+// text into *scratch (kept for the next reply).
+func (r *reply) writeTo(write func([][]byte) error, scratch *[]byte) error {
+	if r.text == nil {
+		return write(r.pieces)
+	}
+	var bufs [8][]byte
+	out := append(bufs[:0], r.pieces[:r.at]...)
+	buf := *scratch
+	if cap(buf) < textPiece+textPiece/4 {
+		buf = make([]byte, 0, textPiece+textPiece/2)
+	}
+	for rest := r.text; ; {
+		cut := jsonrpc.CutString(rest, textPiece)
+		buf = jsonrpc.AppendStringBody(buf[:0], rest[:cut])
+		rest = rest[cut:]
+		out = append(out, buf)
+		if len(rest) == 0 {
+			out = append(out, r.pieces[r.at:]...)
+		}
+		if err := write(out); err != nil {
+			*scratch = buf
+			return err
+		}
+		if out = bufs[:0]; len(rest) == 0 {
+			*scratch = buf
+			return nil
+		}
+	}
+}
+
+// bytes is the line in one buffer.
+func (r *reply) bytes() []byte {
+	n := 0
+	for _, p := range r.pieces {
+		n += len(p)
+	}
+	// Room for the escapes of text like source code (about one byte in
+	// ten) and then some, so a large output is escaped without regrowing
+	// the buffer.
+	b := make([]byte, 0, n+len(r.text)+len(r.text)/4)
+	for i, p := range r.pieces {
+		if i == r.at && r.text != nil {
+			b = jsonrpc.AppendStringBody(b, r.text)
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
+// callAnswer makes r the response line to a call whose kernel result is
+// res.
+func (s *server) callAnswer(r *reply, req *request, tool *hashing.Tool, res kproto.InvokeResult) {
+	r.pieces = r.buf[:0]
 	id := req.id
 	if len(id) == 0 {
 		id = json.RawMessage("null")
@@ -446,47 +509,35 @@ func (s *server) callAnswer(dst [][]byte, req *request, tool *hashing.Tool, res 
 		if res.Status != kproto.StatusDenied && res.Status != kproto.StatusFailed {
 			res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "the kernel answered with an unknown status"}
 		}
-		return append(dst, resultLine(req.id, s.refusal(req, res)))
+		r.pieces = append(r.pieces, resultLine(req.id, s.refusal(req, res)))
+		return
 	}
-	head := make([]byte, 0, 48+len(id)+len(`[{"type":"text","text":`))
+	head := make([]byte, 0, 48+len(id)+len(`[{"type":"text","text":"`))
 	head = append(head, `{"jsonrpc":"2.0","id":`...)
 	head = append(head, id...)
 	head = append(head, `,"result":{"content":`...)
 	structured := tool != nil && tool.OutputSchema != nil && len(res.Output) > 0 && res.Output[0] == '{'
 	switch {
 	case len(res.Content) > 0 && res.Content[0] == '[':
-		dst = append(dst, head, res.Content)
+		r.pieces = append(r.pieces, head, res.Content)
 	case len(res.Output) > 0:
-		head = append(head, `[{"type":"text","text":`...)
-		// Room for the escapes of text like source code (about one byte
-		// in ten) and then some, so a large output is escaped into one
-		// buffer without regrowing it; counting them exactly first
-		// measured slower than the room.
-		room := len(res.Output) + len(res.Output)/4 + 64
-		var text []byte
-		if scratch != nil && cap(*scratch) >= room {
-			text = (*scratch)[:0]
-		} else {
-			text = make([]byte, 0, room)
-		}
-		text = append(jsonrpc.AppendString(text, res.Output), "}]"...)
-		if scratch != nil {
-			*scratch = text
-		}
-		dst = append(dst, head, text)
+		r.pieces = append(r.pieces, append(head, `[{"type":"text","text":"`...))
+		r.text, r.at = res.Output, len(r.pieces)
+		r.pieces = append(r.pieces, []byte(`"}]`))
 	default:
-		dst = append(dst, append(head, "[]"...))
+		r.pieces = append(r.pieces, append(head, "[]"...))
 	}
 	if structured {
-		dst = append(dst, []byte(`,"structuredContent":`), res.Output)
+		r.pieces = append(r.pieces, []byte(`,"structuredContent":`), res.Output)
 	}
 	if req.modern {
 		tail := make([]byte, 0, 128+len(s.serverInfo))
 		tail = append(tail, `,"resultType":"complete","_meta":{`+epochMeta+`,"`+metaServerInfo+`":`...)
 		tail = append(tail, s.serverInfo...)
-		return append(dst, append(tail, "}}}\n"...))
+		r.pieces = append(r.pieces, append(tail, "}}}\n"...))
+		return
 	}
-	return append(dst, []byte(`,"_meta":{`+epochMeta+`}}}`+"\n"))
+	r.pieces = append(r.pieces, []byte(`,"_meta":{`+epochMeta+`}}}`+"\n"))
 }
 
 // refusal renders a denied or failed result: isError, one text block the

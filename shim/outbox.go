@@ -146,11 +146,11 @@ func (o *outbox) run(ctx context.Context) error {
 
 // drain writes what may go now, and again until nothing more may, unless
 // another goroutine is writing. mine, when set, is an ordered slot whose
-// answer is pieces, valid only during the call (they are the kernel
+// answer is r, valid only during the call (it is a slice of the kernel
 // client's read buffer): it is written with the others when its turn has
-// come, and drain reports whether it was. If not, the caller keeps the
-// answer in the slot and finishes it.
-func (o *outbox) drain(mine *slot, pieces [][]byte) (took bool) {
+// come, and drain reports whether it was (or was dropped, cancelled). If
+// not, the caller keeps the answer in the slot and finishes it.
+func (o *outbox) drain(mine *slot, r *reply) (took bool) {
 	o.mu.Lock()
 	if o.writing || o.err != nil {
 		o.mu.Unlock()
@@ -159,12 +159,28 @@ func (o *outbox) drain(mine *slot, pieces [][]byte) (took bool) {
 	o.writing = true
 	for {
 		var bufs [][]byte
-		bufs, took = o.gather(mine, pieces, took)
-		if len(bufs) == 0 {
+		at := -1
+		bufs, at, took = o.gather(mine, took)
+		if len(bufs) == 0 && at < 0 {
 			break
 		}
 		o.mu.Unlock()
-		err := o.write(bufs)
+		var err error
+		if at < 0 {
+			err = o.write(bufs)
+		} else {
+			// The answers before mine, mine as it is escaped, the
+			// answers after it.
+			if at > 0 {
+				err = o.write(bufs[:at])
+			}
+			if err == nil {
+				err = r.writeTo(o.write, &o.s.text)
+			}
+			if err == nil && at < len(bufs) {
+				err = o.write(bufs[at:])
+			}
+		}
 		clear(bufs) // written: an answer is not kept alive by its pieces
 		o.mu.Lock()
 		if err != nil {
@@ -183,11 +199,13 @@ func (o *outbox) drain(mine *slot, pieces [][]byte) (took bool) {
 
 // gather collects, under mu, one write's worth: the progress reported
 // so far, the shim's own answers, and the ordered answers whose turn has
-// come (mine among them if took is false and its turn comes). Each
-// answer is claimed as it is taken, so a cancellation after this point
-// no longer drops it, and no progress follows it.
-func (o *outbox) gather(mine *slot, pieces [][]byte, took bool) ([][]byte, bool) {
-	bufs := o.bufs[:0]
+// come, mine among them if took is false and its turn comes: at is where
+// in bufs it goes, or -1. Each answer is claimed as it is taken, so a
+// cancellation after this point no longer drops it, and no progress
+// follows it.
+func (o *outbox) gather(mine *slot, took bool) (bufs [][]byte, at int, _ bool) {
+	at = -1
+	bufs = o.bufs[:0]
 	size := 0
 	add := func(ps [][]byte) {
 		for _, p := range ps {
@@ -228,7 +246,7 @@ ordered:
 		case sl == mine && !took:
 			took = true
 			if o.s.claim(sl) {
-				add(pieces)
+				at = len(bufs)
 			}
 		case isDone(sl):
 			if o.s.claim(sl) {
@@ -248,7 +266,7 @@ ordered:
 		}
 	}
 	o.bufs = bufs
-	return bufs, took
+	return bufs, at, took
 }
 
 // write writes bufs as one write: with writev to a file (stdout), or

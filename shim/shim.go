@@ -238,6 +238,7 @@ func newServer(cfg Config, out io.Writer) *server {
 func (s *server) read(ctx context.Context, in io.Reader) error {
 	defer s.out.end()
 	r := jsonrpc.NewReader(in, s.cfg.MaxLine)
+	r.MapLong = true // a call's arguments are relayed from where they are read
 	s.in = r
 	for {
 		if !r.Buffered() {
