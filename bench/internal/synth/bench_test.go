@@ -28,7 +28,7 @@ func session(b *testing.B, tools int) (in *io.PipeWriter, out *jsonrpc.Reader, s
 }
 
 // sessionOf is session for any catalogue.
-func sessionOf(b *testing.B, tools []json.RawMessage) (in *io.PipeWriter, out *jsonrpc.Reader, stop func()) {
+func sessionOf(b testing.TB, tools []json.RawMessage) (in *io.PipeWriter, out *jsonrpc.Reader, stop func()) {
 	dir, err := os.MkdirTemp("", "syn")
 	if err != nil {
 		b.Fatal(err)
@@ -48,7 +48,7 @@ func sessionOf(b *testing.B, tools []json.RawMessage) (in *io.PipeWriter, out *j
 
 // turn connects to the kernel on sock, says hello and runs serve in
 // process on pipes; end closes stdin and waits for serve to return.
-func turn(b *testing.B, sock string) (in *io.PipeWriter, out *jsonrpc.Reader, end func()) {
+func turn(b testing.TB, sock string) (in *io.PipeWriter, out *jsonrpc.Reader, end func()) {
 	c, err := kernelclient.Dial(kernelclient.Options{Socket: sock, KernelUID: -1})
 	if err != nil {
 		b.Fatal(err)
