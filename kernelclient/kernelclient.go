@@ -87,6 +87,15 @@ type Client struct {
 	wtimeout time.Duration
 	wdl      time.Time // the write deadline set last
 
+	// What a kernel that stopped reading has not taken (see put), and
+	// the goroutine writing it.
+	backlog  []byte
+	draining bool
+	drained  *sync.Cond  // on wmu: the backlog shrank or failed
+	werr     error       // the backlog could not be written: the connection is lost
+	vec      net.Buffers // the pieces of the write under way, in vecs
+	vecs     [3][]byte
+
 	mu       sync.Mutex
 	nextID   int64
 	pending  map[int64]waiter
@@ -147,6 +156,7 @@ func Dial(opts Options) (*Client, error) {
 		pending:  make(map[int64]waiter),
 		done:     make(chan struct{}),
 	}
+	c.drained = sync.NewCond(&c.wmu)
 	// Results are relayed from where they are read; the few answers a
 	// channel waits for are copied out (Take).
 	c.r.MapLong = true
@@ -450,37 +460,107 @@ const maxDeferred = 64 << 10
 // answer, deferred ones included, gets ErrClosed from the read loop.
 func (c *Client) write(b []byte) error {
 	c.wbuf = b[:0]
-	c.deadline()
-	if _, err := c.conn.Write(b); err != nil {
-		c.conn.Close()
-		return fmt.Errorf("%w: %v", ErrClosed, err)
-	}
-	return nil
+	c.vec = append(c.vecs[:0], b)
+	return c.put()
 }
 
 // writev is write for a request in pieces: b (the deferred requests and
 // the request's head), the arguments as the caller holds them, and tail.
 func (c *Client) writev(b, args, tail []byte) error {
 	c.wbuf = b[:0]
-	c.deadline()
-	bufs := net.Buffers{b, args, tail}
-	if _, err := bufs.WriteTo(c.conn); err != nil {
+	c.vec = append(c.vecs[:0], b, args, tail)
+	return c.put()
+}
+
+// stallTimeout is how long a write waits for a kernel that takes
+// nothing before what is left of it goes to the backlog.
+const stallTimeout = 50 * time.Millisecond
+
+// maxBacklog bounds the backlog: past it a writer waits for the kernel.
+const maxBacklog = 2 * jsonrpc.DefaultMaxLine
+
+// put writes c.vec, whole, in order after everything written before. wmu
+// is held. The caller (the shim's stdin reader) must not wait for a
+// kernel that has stopped reading: cancellations, pings and EOF keep
+// coming. So a write waits at most stallTimeout; what the kernel has not
+// taken by then is copied to the backlog, which a goroutine of its own
+// writes within the write timeout, and every later request joins the
+// backlog until it is written. Only a backlog over maxBacklog makes the
+// caller wait. A write that fails, then or later, closes the connection.
+func (c *Client) put() error {
+	defer clear(c.vecs[:]) // the pieces are the caller's
+	for c.draining && len(c.backlog) > maxBacklog && c.werr == nil {
+		c.drained.Wait()
+	}
+	if c.werr != nil {
+		return c.werr
+	}
+	if c.draining {
+		for _, b := range c.vec {
+			c.backlog = append(c.backlog, b...)
+		}
+		return nil
+	}
+	if now := time.Now(); c.wdl.Sub(now) < stallTimeout/2 {
+		// Moved only when half of it is used up, so most writes pay a
+		// clock read and nothing else.
+		c.wdl = now.Add(stallTimeout)
+		c.conn.SetWriteDeadline(c.wdl)
+	}
+	var err error
+	if len(c.vec) == 1 {
+		var n int
+		n, err = c.conn.Write(c.vec[0])
+		c.vec[0] = c.vec[0][n:]
+	} else {
+		_, err = c.vec.WriteTo(c.conn) // consumes what it writes
+	}
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.conn.Close()
 		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
+	// c.vec is what the kernel has not taken.
+	c.backlog = c.backlog[:0]
+	for _, b := range c.vec {
+		c.backlog = append(c.backlog, b...)
+	}
+	c.draining = true
+	go c.drain()
 	return nil
 }
 
-// deadline moves the write deadline when one is set. It moves only when
-// half of it is used up, so most writes pay a clock read and nothing
-// else.
-func (c *Client) deadline() {
-	if c.wtimeout > 0 {
-		if now := time.Now(); c.wdl.Sub(now) < c.wtimeout/2 {
-			c.wdl = now.Add(c.wtimeout)
-			c.conn.SetWriteDeadline(c.wdl)
+// drain writes the backlog until it is empty, within the write timeout
+// for each piece it takes, and closes the connection if the kernel does
+// not take it.
+func (c *Client) drain() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var spare []byte
+	for len(c.backlog) > 0 && c.werr == nil {
+		b := c.backlog
+		c.backlog = spare[:0]
+		c.wmu.Unlock()
+		deadline := time.Time{}
+		if c.wtimeout > 0 {
+			deadline = time.Now().Add(c.wtimeout)
 		}
+		c.conn.SetWriteDeadline(deadline)
+		_, err := c.conn.Write(b)
+		c.wmu.Lock()
+		if err != nil {
+			c.werr = fmt.Errorf("%w: %v", ErrClosed, err)
+			c.conn.Close()
+		}
+		spare = b
+		c.drained.Broadcast()
 	}
+	c.backlog = nil // a stall's copy is not kept for the turn
+	c.draining = false
+	c.wdl = time.Time{} // the next write sets its own deadline
+	c.drained.Broadcast()
 }
 
 // Flush writes the requests StartInvokeDeferred held back.
