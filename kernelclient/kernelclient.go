@@ -125,6 +125,10 @@ type waiter struct {
 // the start of the buffer.
 const readBuffer = 1 << 20
 
+// socketBuffer is the socket buffer asked for on each side of the
+// connection.
+const socketBuffer = 1 << 20
+
 // Dial checks the socket path, connects, and checks the kernel's peer
 // credentials. Nothing is written before all checks pass.
 func Dial(opts Options) (*Client, error) {
@@ -148,6 +152,10 @@ func Dial(opts Options) (*Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("kernel peer runs as uid %d (pid %d), not our uid %d, root, or --kernel-uid", cred.UID, cred.PID, os.Getuid())
 	}
+	// Megabyte answers and arguments cross the socket in a few reads
+	// and writes, not one every 200 KB; the system caps what it allows.
+	conn.SetReadBuffer(socketBuffer)
+	conn.SetWriteBuffer(socketBuffer)
 	c := &Client{
 		conn:     conn,
 		r:        jsonrpc.NewReaderSize(conn, opts.MaxLine, readBuffer),

@@ -445,7 +445,7 @@ type reply struct {
 }
 
 // textPiece is how much of an output's text is escaped for one write.
-const textPiece = 128 << 10
+const textPiece = 512 << 10
 
 // writeTo writes the line with write, in one or more calls, escaping the
 // text into *scratch (kept for the next reply).
