@@ -555,7 +555,7 @@ One MCP client reaches the same kernel in several ways. Three are floors, measur
 - **direct (floor)**: the client speaks NDJSON JSON-RPC to the kernel's socket itself (integration.hello, tools.list, tools.invoke). Nothing to spawn.
 - **minimal relay (floor)**: bench/cmd/minrelay, the simplest correct relay on a page of Go, written the usual way (encoding/json, buffered I/O, calls pipelined, answers in arrival order by a FIFO of ids, the catalogue fetched, SHA-256'd and forwarded). What anyone could do.
 
-One more floor bounds a target rather than defining it: **a relay that only moves bytes** (bench/cmd/nullrelay), spawned like serve in front of a socket that sends every byte back, with no JSON, no kernel and no order to keep. What it adds to a call's round trip is what one more process in the path costs here; no relay can add less.
+One more floor bounds a target rather than defining it: **a relay that only moves bytes** (bench/cmd/nullrelay), spawned like serve in front of a socket that sends every byte back, with no JSON, no kernel and no order to keep, doing its I/O as serve does (one P, stdin through the runtime's poller; with the runtime's defaults and a blocking stdin it added two to three times as much). What it adds to a call's round trip is what one more process in the path costs here.
 
 And three relays:
 
