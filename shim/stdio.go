@@ -51,7 +51,6 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if f, ok := stdout.(*os.File); ok {
-		growPipe(f)
 		gone := watchClosed(f)
 		go func() {
 			select {
@@ -62,7 +61,6 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 		}()
 	}
 	if f, ok := stdin.(*os.File); ok {
-		growPipe(f)
 		stdin = pollable(f)
 	}
 	err = Serve(ctx, cfg, stdin, stdout)

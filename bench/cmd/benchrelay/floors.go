@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"os/exec"
 	"slices"
 	"strconv"
 	"time"
@@ -90,67 +87,4 @@ func kernelDecode(socket string, payload []byte, reps int) (decode, valid time.D
 		}
 	}
 	return median(bigs) - median(smalls), median(valids), nil
-}
-
-// relayFloor is the added latency of a process that relays bytes and does
-// nothing else (bench/cmd/nullrelay), spawned as a harness spawns serve,
-// in front of a socket that sends every byte back: the median round trip
-// of a tools/call line through it, less the median round trip of the
-// same line to the socket itself, over n calls each after warmup ones.
-// It bounds the added latency of any relay on this machine: every relay
-// wakes once for the request and once for the answer, as this one does.
-func relayFloor(nullrelay, dir string, warmup, n int) (time.Duration, error) {
-	socket := dir + "/byteecho.sock"
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	line := mcpCall(callTarget{tool: "svc0.search_records_0", args: `{"query":"relay"}`})
-	times := func(c *conn) ([]time.Duration, error) {
-		var ds []time.Duration
-		for i := range warmup + n {
-			_, d, err := c.roundTrip(i+1, line(i+1))
-			if err != nil {
-				return nil, err
-			}
-			if i >= warmup {
-				ds = append(ds, d)
-			}
-		}
-		return ds, nil
-	}
-	dc, nc, err := dialKernel(socket)
-	if err != nil {
-		return 0, err
-	}
-	direct, err := times(dc)
-	nc.Close()
-	if err != nil {
-		return 0, fmt.Errorf("the byte-echo socket: %w", err)
-	}
-	s, err := spawn(exec.Command(nullrelay, "-socket", socket))
-	if err != nil {
-		return 0, err
-	}
-	relayed, err := times(s.conn)
-	if err != nil {
-		return 0, s.fail(fmt.Errorf("nullrelay: %w", err))
-	}
-	if _, err := s.close(); err != nil {
-		return 0, err
-	}
-	return median(relayed) - median(direct), nil
 }

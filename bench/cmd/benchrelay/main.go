@@ -109,7 +109,6 @@ func run(o options, out io.Writer) error {
 	}
 	for _, b := range []struct{ out, pkg string }{
 		{"gosdk-peer", "./bench/gosdk"}, {"gofloor", "./bench/cmd/gofloor"}, {"echo", "./bench/cmd/echo"}, {"minrelay", "./bench/cmd/minrelay"},
-		{"nullrelay", "./bench/cmd/nullrelay"},
 	} {
 		if err := goBuild(bin(b.out), b.pkg); err != nil {
 			return err
@@ -174,7 +173,7 @@ func run(o options, out io.Writer) error {
 	rep := report{opts: o, peers: peers, results: map[string][]sample{}, loadStart: loadStart}
 	floors := make([][]time.Duration, len(floorCmds))
 	floorFaults := make([][]int64, len(floorCmds))
-	var faults, decodes, valids, nulls []time.Duration
+	var faults, decodes, valids []time.Duration
 	ps := payloads{}
 	for r := range o.runs {
 		for i, argv := range floorCmds {
@@ -196,12 +195,6 @@ func run(o options, out io.Writer) error {
 			return fmt.Errorf("reference kernel decode: %w", err)
 		}
 		decodes, valids = append(decodes, decode), append(valids, valid)
-		progress("run %d/%d: a relay that only moves bytes", r+1, o.runs)
-		null, err := relayFloor(bin("nullrelay"), work, o.load.warmup, o.load.sequential)
-		if err != nil {
-			return fmt.Errorf("byte relay floor: %w", err)
-		}
-		nulls = append(nulls, null)
 		// Rotate the order so that no peer always runs first or last.
 		for i := range peers {
 			p := peers[(i+r)%len(peers)]
@@ -221,7 +214,6 @@ func run(o options, out io.Writer) error {
 	}
 	rep.fault = median(faults)
 	rep.decode, rep.valid = median(decodes), median(valids)
-	rep.nullRelay = median(nulls)
 	rep.loadEnd = loadavg()
 	if !o.markdown {
 		rep.tables(out)
