@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -23,8 +22,7 @@ func TestOversizedArgumentsAreNotCopied(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	var p invokeParams
-	err := json.Unmarshal(params, &p)
+	p, err := decodeInvokeParams(params)
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		t.Fatal(err)

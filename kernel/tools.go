@@ -139,38 +139,6 @@ type argError struct{ code, msg string }
 
 func (e *argError) Error() string { return e.msg }
 
-// parseArgs checks raw against the tool's schema: an object whose keys are
-// exactly the declared parameters, each a string. It returns a message for
-// the model on failure, which quotes no more than a short prefix of what
-// the client sent.
-func (t *tool) parseArgs(raw json.RawMessage) (map[string]string, string) {
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = json.RawMessage("{}")
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return nil, "arguments must be a JSON object"
-	}
-	args := make(map[string]string, len(t.params))
-	for _, p := range t.params {
-		v, ok := fields[p.name]
-		if !ok {
-			return nil, fmt.Sprintf("missing required argument %q", p.name)
-		}
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil || string(v) == "null" {
-			return nil, fmt.Sprintf("argument %q must be a string", p.name)
-		}
-		args[p.name] = s
-	}
-	for k := range fields {
-		if _, ok := args[k]; !ok {
-			return nil, fmt.Sprintf("unknown argument %q (allowed: %s)", shorten(k, 64), t.paramNames())
-		}
-	}
-	return args, ""
-}
-
 func (t *tool) paramNames() string {
 	names := make([]string, len(t.params))
 	for i, p := range t.params {

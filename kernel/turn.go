@@ -249,20 +249,11 @@ func readMessage(line []byte) (jsonrpc.Message, error) {
 }
 
 // validID accepts what JSON-RPC 2.0 allows a request id to be: a string
-// or a number (null is tolerated as the spec's discouraged form).
+// or a number (null is tolerated as the spec's discouraged form). id is a
+// value of a line ParseEnvelope has checked, or a whole value
+// LeadingMember found.
 func validID(id json.RawMessage) bool {
-	if len(id) == 0 {
-		return true
-	}
-	var v any
-	if json.Unmarshal(id, &v) != nil {
-		return false
-	}
-	switch v.(type) {
-	case string, float64, nil:
-		return true
-	}
-	return false
+	return len(id) == 0 || string(id) == "null" || jsonrpc.ValidID(id)
 }
 
 func (t *turn) hello(m jsonrpc.Message) bool {
@@ -423,27 +414,20 @@ const codeAuditUnavailable = "audit_unavailable"
 // call's tool.invoked follows with the outcome.
 const EventToolAuthorized = "tool.authorized"
 
-// invokeParams is tools.invoke's params as the kernel decodes them.
+// invokeParams is tools.invoke's params as the kernel decodes them
+// (decodeInvokeParams).
 type invokeParams struct {
-	CallID      string      `json:"callId"`
-	Tool        string      `json:"tool"`
-	Arguments   boundedJSON `json:"arguments"`
-	CatalogHash string      `json:"catalogHash"`
+	CallID      string
+	Tool        string
+	Arguments   boundedJSON
+	CatalogHash string
 }
 
-// boundedJSON keeps a raw JSON value only if it is at most
-// maxArgumentBytes long; either way it remembers the length.
+// boundedJSON is a raw JSON value kept only if it is at most
+// maxArgumentBytes long, and its length either way.
 type boundedJSON struct {
-	raw  json.RawMessage
+	raw  []byte
 	size int
-}
-
-func (b *boundedJSON) UnmarshalJSON(data []byte) error {
-	b.size = len(data)
-	if len(data) <= maxArgumentBytes {
-		b.raw = append(json.RawMessage(nil), data...)
-	}
-	return nil
 }
 
 // call is what the audit says of one invocation.
@@ -460,8 +444,8 @@ type call struct {
 // read behind it, while a write waits for what came before it and is
 // waited for by what comes after.
 func (t *turn) invoke(m jsonrpc.Message) {
-	var p invokeParams
-	if err := json.Unmarshal(m.Params, &p); err != nil {
+	p, err := decodeInvokeParams(m.Params)
+	if err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "tools.invoke params: "+err.Error(), "")
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -87,9 +88,18 @@ type Client struct {
 	wtimeout time.Duration
 	wdl      time.Time // the write deadline set last
 
+	// What a kernel that stopped reading has not taken (see put), and
+	// the goroutine writing it.
+	backlog  []byte
+	draining bool
+	drained  *sync.Cond  // on wmu: the backlog shrank or failed
+	werr     error       // the backlog could not be written: the connection is lost
+	vec      net.Buffers // the pieces of the write under way, in vecs
+	vecs     [3][]byte
+
 	mu       sync.Mutex
 	nextID   int64
-	pending  map[int64]chan Answer
+	pending  map[int64]waiter
 	progress func(kproto.ProgressParams)
 	err      error // set once the connection is lost
 	done     chan struct{}
@@ -102,11 +112,23 @@ type Answer struct {
 	err    error
 }
 
+// waiter is who waits for one request's answer: a channel, which gets the
+// answer with a line of its own, or a function (StartInvokeFunc), which
+// reads it in place.
+type waiter struct {
+	ch chan Answer
+	f  func(a Answer, last bool)
+}
+
 // readBuffer holds a whole tools.list answer for 512 tools (about half a
 // megabyte), so it is read in place rather than assembled from pieces.
 // Only the pages a message reaches are ever touched: small messages reuse
 // the start of the buffer.
 const readBuffer = 1 << 20
+
+// socketBuffer is the socket buffer asked for on each side of the
+// connection.
+const socketBuffer = 1 << 20
 
 // Dial checks the socket path, connects, and checks the kernel's peer
 // credentials. Nothing is written before all checks pass.
@@ -131,14 +153,22 @@ func Dial(opts Options) (*Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("kernel peer runs as uid %d (pid %d), not our uid %d, root, or --kernel-uid", cred.UID, cred.PID, os.Getuid())
 	}
+	// Megabyte answers and arguments cross the socket in a few reads
+	// and writes, not one every 200 KB; the system caps what it allows.
+	conn.SetReadBuffer(socketBuffer)
+	conn.SetWriteBuffer(socketBuffer)
 	c := &Client{
 		conn:     conn,
 		r:        jsonrpc.NewReaderSize(conn, opts.MaxLine, readBuffer),
 		maxSend:  jsonrpc.DefaultMaxLine,
 		wtimeout: opts.WriteTimeout,
-		pending:  make(map[int64]chan Answer),
+		pending:  make(map[int64]waiter),
 		done:     make(chan struct{}),
 	}
+	c.drained = sync.NewCond(&c.wmu)
+	// Results are relayed from where they are read; the few answers a
+	// channel waits for are copied out (Take).
+	c.r.MapLong = true
 	go c.readLoop()
 	return c, nil
 }
@@ -163,14 +193,17 @@ func (c *Client) readLoop() {
 	var err error
 	for {
 		var line []byte
-		// Owned: a result is handed on as a slice of its line, so a
-		// catalogue is not copied out of it.
-		line, err = c.r.ReadOwnedLine()
+		// In place: a function waiter reads its answer before the next
+		// line is read, and a channel waiter is given the line (take).
+		// The read buffer keeps the size the longest answer grew it to,
+		// so a turn that relays large results does not regrow it for
+		// each of them.
+		line, err = c.r.ReadLine()
 		if errors.Is(err, jsonrpc.ErrLineTooLong) {
 			// One answer too long to take fails its own request, not
 			// the turn.
 			if id, ok := leadingID(c.r.Skipped()); ok {
-				c.deliver(id, Answer{err: ErrAnswerTooLarge})
+				c.deliver(id, nil, Answer{err: ErrAnswerTooLarge})
 			}
 			continue
 		}
@@ -188,29 +221,49 @@ func (c *Client) readLoop() {
 			continue // the kernel sends us no requests
 		}
 		if id, ok := parseID(m.ID); ok {
-			c.deliver(id, answer(m))
+			c.deliver(id, line, answer(m))
 		}
 	}
 	c.mu.Lock()
 	c.err = fmt.Errorf("%w: %v", ErrClosed, err)
-	for id, ch := range c.pending {
-		ch <- Answer{err: c.err}
-		delete(c.pending, id)
-	}
+	pending := c.pending
+	c.pending = map[int64]waiter{}
 	c.mu.Unlock()
+	for _, w := range pending {
+		w.give(Answer{err: c.err}, true)
+	}
 	c.conn.Close()
 	close(c.done)
 }
 
-// deliver hands a request its answer, if it is still awaited.
-func (c *Client) deliver(id int64, a Answer) {
+// deliver hands a request its answer, if it is still awaited. line is the
+// line the answer's result is a slice of, in the read buffer.
+func (c *Client) deliver(id int64, line []byte, a Answer) {
 	c.mu.Lock()
-	ch, ok := c.pending[id]
+	w, ok := c.pending[id]
 	delete(c.pending, id)
 	c.mu.Unlock()
-	if ok {
-		ch <- a
+	if !ok {
+		return
 	}
+	if w.ch != nil && a.result != nil {
+		// A channel waiter reads the answer later, on another goroutine:
+		// the result moves with its line out of the read buffer.
+		// result is line[start:...]; both end where the read buffer
+		// ends, so their capacities differ by start.
+		owned := c.r.Take(line)
+		start := cap(line) - cap(a.result)
+		a.result = owned[start : start+len(a.result) : start+len(a.result)]
+	}
+	w.give(a, !c.r.Buffered())
+}
+
+func (w waiter) give(a Answer, last bool) {
+	if w.f != nil {
+		w.f(a, last)
+		return
+	}
+	w.ch <- a
 }
 
 func (c *Client) onProgress(params []byte) {
@@ -226,92 +279,16 @@ func (c *Client) onProgress(params []byte) {
 	}
 }
 
-// leadingID reads the id of a message that may be cut short: it walks the
-// top-level members in order and gives up at the first it cannot read
-// whole. A kernel writes the id before the result, as JSON-RPC libraries
-// do; one that writes it after a huge result loses that answer to the
-// call's timeout instead.
+// leadingID reads the id of a message that may be cut short, as
+// Reader.Skipped hands it out. A kernel writes the id before the result,
+// as JSON-RPC libraries do; one that writes it after a huge result loses
+// that answer to the call's timeout instead.
 func leadingID(b []byte) (int64, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
+	raw, ok := jsonrpc.LeadingMember(b, "id")
+	if !ok {
 		return 0, false
 	}
-	for i++; ; i++ {
-		i = skipSpace(b, i)
-		kend, ok := skipValue(b, i)
-		if !ok || b[i] != '"' {
-			return 0, false
-		}
-		key := b[i:kend]
-		i = skipSpace(b, kend)
-		if i >= len(b) || b[i] != ':' {
-			return 0, false
-		}
-		i = skipSpace(b, i+1)
-		vend, ok := skipValue(b, i)
-		if !ok {
-			return 0, false
-		}
-		if string(key) == `"id"` {
-			return parseID(b[i:vend])
-		}
-		if i = skipSpace(b, vend); i >= len(b) || b[i] != ',' {
-			return 0, false
-		}
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the end of the JSON value at b[i:], and false when b
-// ends before it does. It checks only as much as finding the end needs.
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1, true
-			}
-		}
-		return 0, false
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, ok := skipValue(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	}
-	for j := i; j < len(b); j++ {
-		switch b[j] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			return j, j > i
-		}
-	}
-	return 0, false
+	return parseID(raw)
 }
 
 // answer turns the kernel's response into what the waiting call gets.
@@ -361,20 +338,28 @@ func (c *Client) start(method string, params any) (*Call, error) {
 
 func (c *Client) startWrite(method string, params any, deferred bool) (*Call, error) {
 	ch := make(chan Answer, 1)
+	call, err := c.register(method, waiter{ch: ch})
+	if err != nil {
+		return nil, err
+	}
+	call.ch = ch
+	if err := c.send(call.id, method, params, deferred); err != nil {
+		c.forget(call.id)
+		return nil, err
+	}
+	return call, nil
+}
+
+// register gives a request its id and w as who waits for its answer.
+func (c *Client) register(method string, w waiter) (*Call, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.err != nil {
-		c.mu.Unlock()
 		return nil, c.err
 	}
 	c.nextID++
-	id := c.nextID
-	c.pending[id] = ch
-	c.mu.Unlock()
-	if err := c.send(id, method, params, deferred); err != nil {
-		c.forget(id)
-		return nil, err
-	}
-	return &Call{c: c, id: id, method: method, ch: ch}, nil
+	c.pending[c.nextID] = w
+	return &Call{c: c, id: c.nextID, method: method}, nil
 }
 
 // wait waits for the answer or ctx. On ctx expiry the request is
@@ -484,19 +469,107 @@ const maxDeferred = 64 << 10
 // answer, deferred ones included, gets ErrClosed from the read loop.
 func (c *Client) write(b []byte) error {
 	c.wbuf = b[:0]
-	if c.wtimeout > 0 {
-		// The deadline moves only when half of it is used up, so most
-		// writes pay a clock read and nothing else.
-		if now := time.Now(); c.wdl.Sub(now) < c.wtimeout/2 {
-			c.wdl = now.Add(c.wtimeout)
-			c.conn.SetWriteDeadline(c.wdl)
-		}
+	c.vec = append(c.vecs[:0], b)
+	return c.put()
+}
+
+// writev is write for a request in pieces: b (the deferred requests and
+// the request's head), the arguments as the caller holds them, and tail.
+func (c *Client) writev(b, args, tail []byte) error {
+	c.wbuf = b[:0]
+	c.vec = append(c.vecs[:0], b, args, tail)
+	return c.put()
+}
+
+// stallTimeout is how long a write waits for a kernel that takes
+// nothing before what is left of it goes to the backlog.
+const stallTimeout = 50 * time.Millisecond
+
+// maxBacklog bounds the backlog: past it a writer waits for the kernel.
+const maxBacklog = 2 * jsonrpc.DefaultMaxLine
+
+// put writes c.vec, whole, in order after everything written before. wmu
+// is held. The caller (the shim's stdin reader) must not wait for a
+// kernel that has stopped reading: cancellations, pings and EOF keep
+// coming. So a write waits at most stallTimeout; what the kernel has not
+// taken by then is copied to the backlog, which a goroutine of its own
+// writes within the write timeout, and every later request joins the
+// backlog until it is written. Only a backlog over maxBacklog makes the
+// caller wait. A write that fails, then or later, closes the connection.
+func (c *Client) put() error {
+	defer clear(c.vecs[:]) // the pieces are the caller's
+	for c.draining && len(c.backlog) > maxBacklog && c.werr == nil {
+		c.drained.Wait()
 	}
-	if _, err := c.conn.Write(b); err != nil {
+	if c.werr != nil {
+		return c.werr
+	}
+	if c.draining {
+		for _, b := range c.vec {
+			c.backlog = append(c.backlog, b...)
+		}
+		return nil
+	}
+	if now := time.Now(); c.wdl.Sub(now) < stallTimeout/2 {
+		// Moved only when half of it is used up, so most writes pay a
+		// clock read and nothing else.
+		c.wdl = now.Add(stallTimeout)
+		c.conn.SetWriteDeadline(c.wdl)
+	}
+	var err error
+	if len(c.vec) == 1 {
+		var n int
+		n, err = c.conn.Write(c.vec[0])
+		c.vec[0] = c.vec[0][n:]
+	} else {
+		_, err = c.vec.WriteTo(c.conn) // consumes what it writes
+	}
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.conn.Close()
 		return fmt.Errorf("%w: %v", ErrClosed, err)
 	}
+	// c.vec is what the kernel has not taken.
+	c.backlog = c.backlog[:0]
+	for _, b := range c.vec {
+		c.backlog = append(c.backlog, b...)
+	}
+	c.draining = true
+	go c.drain()
 	return nil
+}
+
+// drain writes the backlog until it is empty, within the write timeout
+// for each piece it takes, and closes the connection if the kernel does
+// not take it.
+func (c *Client) drain() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var spare []byte
+	for len(c.backlog) > 0 && c.werr == nil {
+		b := c.backlog
+		c.backlog = spare[:0]
+		c.wmu.Unlock()
+		deadline := time.Time{}
+		if c.wtimeout > 0 {
+			deadline = time.Now().Add(c.wtimeout)
+		}
+		c.conn.SetWriteDeadline(deadline)
+		_, err := c.conn.Write(b)
+		c.wmu.Lock()
+		if err != nil {
+			c.werr = fmt.Errorf("%w: %v", ErrClosed, err)
+			c.conn.Close()
+		}
+		spare = b
+		c.drained.Broadcast()
+	}
+	c.backlog = nil // a stall's copy is not kept for the turn
+	c.draining = false
+	c.wdl = time.Time{} // the next write sets its own deadline
+	c.drained.Broadcast()
 }
 
 // Flush writes the requests StartInvokeDeferred held back.
@@ -574,7 +647,7 @@ func decodeList(raw []byte) (kproto.ListResult, error) {
 
 // StartInvoke sends tools.invoke without waiting for the answer.
 func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
-	return c.start(kproto.MethodInvoke, encodeInvoke(p))
+	return c.startInvoke(p, false, nil)
 }
 
 // StartInvokeDeferred is StartInvoke for a caller that knows more
@@ -582,27 +655,108 @@ func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
 // request that is not deferred, or Flush, writes it with the others. A
 // caller that defers must Flush before it waits on anything.
 func (c *Client) StartInvokeDeferred(p kproto.InvokeParams) (*Call, error) {
-	return c.startWrite(kproto.MethodInvoke, encodeInvoke(p), true)
+	return c.startInvoke(p, true, nil)
+}
+
+// StartInvokeFunc is StartInvoke (or, deferred, StartInvokeDeferred) for
+// a caller that takes the answer where it is read rather than on the
+// call's channel: f runs on the goroutine that reads the kernel's
+// answers, once, unless the call is abandoned first, and may run before
+// StartInvokeFunc returns. The answer's result is a slice of the
+// client's read buffer, valid only until f returns; last reports that no
+// other message from the kernel is read yet, so nothing else waits on f.
+// f must not block on the kernel, and every other answer and progress
+// report waits while it runs. Answer on the returned call is nil.
+//
+// It is how the shim relays a call without a hand-off between goroutines
+// and a result without a copy: rendered, and written, as it is read.
+func (c *Client) StartInvokeFunc(p kproto.InvokeParams, deferred bool, f func(a Answer, last bool)) (*Call, error) {
+	return c.startInvoke(p, deferred, f)
+}
+
+func (c *Client) startInvoke(p kproto.InvokeParams, deferred bool, f func(Answer, bool)) (*Call, error) {
+	w := waiter{f: f}
+	if f == nil {
+		w.ch = make(chan Answer, 1)
+	}
+	call, err := c.register(kproto.MethodInvoke, w)
+	if err != nil {
+		return nil, err
+	}
+	call.ch = w.ch
+	if err := c.sendInvoke(call.id, p, deferred); err != nil {
+		c.forget(call.id)
+		return nil, err
+	}
+	return call, nil
 }
 
 // encodeInvoke writes tools.invoke's params by hand: it is the one request
 // made per call. Arguments go as they are; the shim has checked that they
 // are a JSON object.
 func encodeInvoke(p kproto.InvokeParams) json.RawMessage {
-	args := p.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage("null")
+	head, tail := invokeParts(nil, p)
+	return slices.Concat(head, invokeArguments(p), tail)
+}
+
+// invokeParts are tools.invoke's params around the arguments: head is
+// appended to dst, tail is a buffer of its own.
+func invokeParts(dst []byte, p kproto.InvokeParams) (head, tail []byte) {
+	head = append(dst, `{"callId":`...)
+	head = jsonrpc.AppendString(head, p.CallID)
+	head = append(head, `,"tool":`...)
+	head = jsonrpc.AppendString(head, p.Tool)
+	head = append(head, `,"arguments":`...)
+	tail = append(make([]byte, 0, 20+len(p.CatalogHash)), `,"catalogHash":`...)
+	tail = jsonrpc.AppendString(tail, p.CatalogHash)
+	return head, append(tail, '}')
+}
+
+func invokeArguments(p kproto.InvokeParams) []byte {
+	if len(p.Arguments) == 0 {
+		return []byte("null")
 	}
-	b := make([]byte, 0, 64+len(p.CallID)+len(p.Tool)+len(args)+len(p.CatalogHash))
-	b = append(b, `{"callId":`...)
-	b = jsonrpc.AppendString(b, p.CallID)
-	b = append(b, `,"tool":`...)
-	b = jsonrpc.AppendString(b, p.Tool)
-	b = append(b, `,"arguments":`...)
+	return p.Arguments
+}
+
+// inlineArguments is the most arguments a tools.invoke copies into the
+// write buffer. Larger ones (a file's content) go to the socket from
+// where they are, in one writev with the request around them, so a
+// payload is never copied on its way to the kernel.
+const inlineArguments = 32 << 10
+
+// sendInvoke writes one tools.invoke, after any deferred requests. A
+// call with small arguments may be deferred; one with large arguments
+// never is.
+func (c *Client) sendInvoke(id int64, p kproto.InvokeParams, deferred bool) error {
+	args := invokeArguments(p)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	start := len(c.wbuf)
+	b := append(c.wbuf, `{"jsonrpc":"2.0","id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"method":"`+kproto.MethodInvoke+`","params":`...)
+	b, tail := invokeParts(b, p)
+	tail = append(tail, "}\n"...)
+	if n := len(b) - start + len(args) + len(tail) - 1; n > c.maxSend {
+		c.wbuf = b[:start]
+		if !deferred && start > 0 {
+			if err := c.write(c.wbuf); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("%s: %w (%d bytes)", kproto.MethodInvoke, ErrRequestTooLarge, c.maxSend)
+	}
+	if len(args) > inlineArguments {
+		return c.writev(b, args, tail)
+	}
 	b = append(b, args...)
-	b = append(b, `,"catalogHash":`...)
-	b = jsonrpc.AppendString(b, p.CatalogHash)
-	return append(b, '}')
+	b = append(b, tail...)
+	if deferred && len(b) < maxDeferred {
+		c.wbuf = b
+		return nil
+	}
+	return c.write(b)
 }
 
 // Err is the answer's error, for a request whose result carries nothing
@@ -614,7 +768,8 @@ func (a Answer) Invoke() (kproto.InvokeResult, error) {
 	if a.err != nil {
 		return kproto.InvokeResult{}, a.err
 	}
-	r, err := decodeInvoke(a.result)
+	// The result is a value of a line ParseEnvelope has checked.
+	r, err := decodeValidInvoke(a.result)
 	if err != nil {
 		return kproto.InvokeResult{}, fmt.Errorf("decode %s result: %w", kproto.MethodInvoke, err)
 	}
@@ -625,8 +780,18 @@ func (a Answer) Invoke() (kproto.InvokeResult, error) {
 // kproto.InvokeResult, names matched exactly, without reflection: output
 // and content stay slices of the kernel's line.
 func decodeInvoke(raw []byte) (kproto.InvokeResult, error) {
+	return decodeInvokeWith(jsonrpc.EachMember, raw)
+}
+
+// decodeValidInvoke is decodeInvoke for a result already checked with
+// its line: a large output or content is found, not read again.
+func decodeValidInvoke(raw []byte) (kproto.InvokeResult, error) {
+	return decodeInvokeWith(jsonrpc.EachValidMember, raw)
+}
+
+func decodeInvokeWith(each func([]byte, func(key, value []byte) error) error, raw []byte) (kproto.InvokeResult, error) {
 	var r kproto.InvokeResult
-	err := jsonrpc.EachMember(raw, func(key, value []byte) error {
+	err := each(raw, func(key, value []byte) error {
 		var err error
 		switch string(key) {
 		case `"status"`:

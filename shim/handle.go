@@ -43,10 +43,18 @@ func batchesAllowed(v string) bool { return v == "2024-11-05" || v == "2025-03-2
 type request struct {
 	id     json.RawMessage // nil for a notification
 	method string
-	params map[string]json.RawMessage // nil when absent
+	params params
 	modern bool
 	// progressToken is params._meta.progressToken, the request's own copy.
 	progressToken json.RawMessage
+}
+
+// params are the members of a request's params that the shim reads, as
+// raw JSON (nil when absent; the last one when a name repeats).
+type params struct {
+	name, arguments, meta       []byte // tools/call, and _meta of any request
+	requestID                   []byte // notifications/cancelled
+	protocolVersion, clientInfo []byte // initialize
 }
 
 // handleLine classifies one stdin line and starts answering it. It
@@ -125,62 +133,60 @@ func (s *server) assemble(parts []*slot, batch *slot) *slot {
 		batch.out = [][]byte{append(out, "]\n"...)}
 	}
 	if !isDone(batch) {
-		close(batch.done)
+		batch.ready()
 	}
 	return batch
 }
 
 // handleMessage answers one message. One pass of the scanner validates it
-// and finds its members; encoding/json would validate it, then decode it
-// into a map, copying every value.
+// and finds its members, and the params it holds are found without a
+// second look at their bytes (a call's arguments may be megabytes);
+// encoding/json would validate it, then decode it into a map, copying
+// every value.
 func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
-	var (
-		id, version, rawMethod, params   []byte
-		idOK, hasMethod, hasParams, resp bool
-	)
-	err := jsonrpc.EachMember(raw, func(key, value []byte) error {
-		switch string(unquote(key)) {
-		case "id":
-			id, idOK = value, true
-		case "jsonrpc":
-			version = value
-		case "method":
-			rawMethod, hasMethod = value, true
-		case "params":
-			params, hasParams = value, true
-		case "result", "error":
-			resp = true
-		}
-		return nil
-	})
+	e, err := jsonrpc.ParseEnvelope(raw)
 	if err != nil {
 		if !json.Valid(raw) {
 			return readySlot(parseError())
 		}
 		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: not a JSON object", nil))
 	}
-	if idOK && !validID(id) {
+	idOK := e.ID != nil
+	if idOK && !jsonrpc.ValidID(e.ID) {
 		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: id must be a string or a number", nil))
 	}
-	id = bytes.Clone(id)
-	if string(version) != `"2.0"` {
+	id := bytes.Clone(e.ID)
+	if version, err := jsonrpc.DecodeString(e.JSONRPC); err != nil || version != "2.0" {
 		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, `invalid request: jsonrpc must be "2.0"`, nil))
 	}
-	if !hasMethod {
-		if idOK && resp {
+	if e.Method == nil {
+		if idOK && (e.Result != nil || e.Error != nil) {
 			return nil // a response; the shim sends the client no requests
 		}
 		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
 	}
-	method, err := jsonrpc.DecodeString(rawMethod)
+	method, err := jsonrpc.DecodeString(e.Method)
 	if err != nil || method == "" {
 		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: method must be a non-empty string", nil))
 	}
 	req := &request{id: id, method: method}
-	if hasParams && string(params) != "null" {
-		req.params = make(map[string]json.RawMessage)
-		err := jsonrpc.EachMember(params, func(key, value []byte) error {
-			req.params[memberName(key)] = value
+	if e.Params != nil && string(e.Params) != "null" {
+		p := &req.params
+		err := jsonrpc.EachValidMember(e.Params, func(key, value []byte) error {
+			switch string(jsonrpc.KeyName(key)) {
+			case "name":
+				p.name = value
+			case "arguments":
+				p.arguments = value
+			case "_meta":
+				p.meta = value
+			case "requestId":
+				p.requestID = value
+			case "protocolVersion":
+				p.protocolVersion = value
+			case "clientInfo":
+				p.clientInfo = value
+			}
 			return nil
 		})
 		if err != nil {
@@ -194,7 +200,7 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 		s.handleNotification(req)
 		return nil
 	}
-	if meta, ok := req.params["_meta"]; ok {
+	if meta := req.params.meta; meta != nil {
 		m := readMeta(meta)
 		if m.version != nil {
 			if out := s.checkModern(req, m); out != nil {
@@ -223,8 +229,8 @@ type meta struct {
 
 func readMeta(raw json.RawMessage) meta {
 	var m meta
-	jsonrpc.EachMember(raw, func(key, value []byte) error {
-		switch memberName(key) {
+	jsonrpc.EachValidMember(raw, func(key, value []byte) error {
+		switch string(jsonrpc.KeyName(key)) {
 		case metaProtocolVersion:
 			m.version = value
 		case metaClientCaps:
@@ -232,7 +238,7 @@ func readMeta(raw json.RawMessage) meta {
 		case metaSharedOSEpoch:
 			m.epoch = value
 		case "progressToken":
-			if validID(value) { // a progress token is a string or a number too
+			if jsonrpc.ValidID(value) { // a progress token is a string or a number too
 				m.progressToken = value
 			}
 		}
@@ -241,37 +247,8 @@ func readMeta(raw json.RawMessage) meta {
 	return m
 }
 
-// memberName decodes an object key as the scanner hands it out (quoted,
-// escapes intact).
-func memberName(key []byte) string {
-	name, _ := jsonrpc.DecodeString(key) // a valid key always decodes
-	return name
-}
-
-// unquote is memberName without an allocation for a key without escapes.
-func unquote(key []byte) []byte {
-	if bytes.IndexByte(key, '\\') < 0 {
-		return key[1 : len(key)-1]
-	}
-	return []byte(memberName(key))
-}
-
 func parseError() []byte {
 	return errorLine(nil, jsonrpc.CodeParseError, "parse error: not a JSON text", nil)
-}
-
-// validID reports whether id is a JSON string or number. MCP forbids null.
-func validID(id json.RawMessage) bool {
-	if len(id) == 0 {
-		return false
-	}
-	switch c := id[0]; {
-	case c == '"':
-		return true
-	case c == '-' || ('0' <= c && c <= '9'):
-		return true
-	}
-	return false
 }
 
 // checkModern checks a request whose _meta names a protocol version (the
@@ -294,11 +271,7 @@ func (s *server) checkModern(req *request, m meta) []byte {
 func (s *server) handleNotification(req *request) {
 	switch req.method {
 	case "notifications/cancelled":
-		var id json.RawMessage
-		if raw, ok := req.params["requestId"]; ok {
-			id = raw
-		}
-		s.cancelRequest(id)
+		s.cancelRequest(req.params.requestID)
 	default:
 		// notifications/initialized and anything unknown: nothing to do.
 	}
@@ -341,7 +314,7 @@ func (s *server) register(id json.RawMessage, sl *slot) {
 // cancellable: it is about to be written. Only the writer (and a batch
 // being put together) claims.
 func (s *server) claim(sl *slot) bool {
-	sl.closed = true
+	sl.closed.Store(true)
 	if sl.key != "" {
 		s.mu.Lock()
 		if s.inflight[sl.key] == sl {

@@ -41,7 +41,7 @@ const epochMeta = `"` + metaSharedOSEpoch + `":"` + sharedosEpoch + `"`
 // anything else gets the latest legacy version.
 func (s *server) initialize(req *request) []byte {
 	var asked string
-	json.Unmarshal(req.params["protocolVersion"], &asked)
+	json.Unmarshal(req.params.protocolVersion, &asked)
 	version := latestLegacy
 	if legacyVersions[asked] {
 		version = asked
@@ -51,7 +51,7 @@ func (s *server) initialize(req *request) []byte {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 	}
-	if json.Unmarshal(req.params["clientInfo"], &client) == nil && client.Name != "" {
+	if json.Unmarshal(req.params.clientInfo, &client) == nil && client.Name != "" {
 		s.cfg.Log.Debug().Str("client", client.Name).Str("clientVersion", client.Version).Str("protocolVersion", version).Msg("initialize")
 	}
 	result, _ := marshal(map[string]any{
@@ -162,12 +162,16 @@ type callParams struct {
 	args json.RawMessage
 }
 
-func parseCallParams(p map[string]json.RawMessage) (callParams, bool) {
+func parseCallParams(p params) (callParams, bool) {
 	var c callParams
-	if json.Unmarshal(p["name"], &c.name) != nil || c.name == "" {
+	if len(p.name) == 0 || p.name[0] != '"' {
 		return c, false
 	}
-	c.args = p["arguments"]
+	var err error
+	if c.name, err = jsonrpc.DecodeString(p.name); err != nil || c.name == "" {
+		return c, false
+	}
+	c.args = p.arguments
 	if len(c.args) == 0 {
 		c.args = json.RawMessage("{}")
 	}
@@ -239,7 +243,9 @@ func (s *server) dispatch(ctx context.Context, req *request, p callParams, sl *s
 	// awaited concurrently.
 	if tool != nil && name == escalateTool {
 		stop := make(chan struct{})
+		s.lockUnlessFetched(fetched)
 		sl.cancel = func() { close(stop) }
+		s.unlockUnlessFetched(fetched)
 		s.calls.Add(1)
 		s.escalated = true
 		reason := escalationReason(p.args)
@@ -247,35 +253,37 @@ func (s *server) dispatch(ctx context.Context, req *request, p callParams, sl *s
 		go s.escalate(ctx, req, sl, stop, tool, reason, call, err, timeout)
 		return
 	}
-	// A call is stopped through a channel, not a context of its own: a
+	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: p.args, CatalogHash: s.cat.hash}
+	c := &relayCall{s: s, req: req, sl: sl, tool: tool, callID: callID, name: name}
+	s.lockUnlessFetched(fetched)
+	if s.aborted {
+		// The turn ended while this was read: nothing is sent.
+		s.unlockUnlessFetched(fetched)
+		sl.finish()
+		return
+	}
+	// A call is stopped by a function, not a context of its own: a
 	// context per call, and a timer in it for --call-timeout, cost about a
 	// tenth of the CPU a call takes.
-	stop := make(chan struct{})
-	sl.cancel = func() { close(stop) }
-	s.calls.Add(1)
-	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: p.args, CatalogHash: s.cat.hash}
-	var pc *progressCall
+	sl.cancel = c.cancel
 	if len(req.progressToken) > 0 {
 		// The kernel's reports on this call go to the client from now on.
-		pc = &progressCall{sl: sl, token: req.progressToken}
-		s.lockUnlessFetched(fetched)
-		s.progress[callID] = pc
-		s.unlockUnlessFetched(fetched)
+		s.progress[callID] = &progressCall{sl: sl, token: req.progressToken}
 	}
-	start := s.kernel.StartInvoke
-	if !fetched && s.in != nil && s.in.Buffered() {
-		// More lines are already read: this call goes to the kernel in
-		// one write with the ones after it, not one write each. The
-		// reader flushes before it waits on stdin or on the writer.
-		start = s.kernel.StartInvokeDeferred
+	s.unlockUnlessFetched(fetched)
+	s.calls.Add(1)
+	if timeout > 0 {
+		// Set before the call is sent: the answer may come before
+		// StartInvokeFunc returns, and stops the timer.
+		c.timer = time.AfterFunc(timeout, c.expire)
 	}
-	call, err := start(ip)
-	if pc != nil && err == nil {
-		s.lockUnlessFetched(fetched)
-		pc.call = call
-		s.unlockUnlessFetched(fetched)
+	// More lines already read: this call goes to the kernel in one write
+	// with the ones after it, not one write each. The reader flushes
+	// before it waits on stdin or on the writer.
+	deferred := !fetched && s.in != nil && s.in.Buffered()
+	if _, err := s.kernel.StartInvokeFunc(ip, deferred, c.answered); err != nil && c.sl.settle() {
+		c.deliver(s.relayFailure(err, name, callID), false)
 	}
-	s.spawn(func() { s.relay(ctx, req, sl, stop, tool, ip, call, err, timeout) })
 }
 
 // lockUnlessFetched takes mu unless dispatch holds it already (for a call
@@ -292,66 +300,109 @@ func (s *server) unlockUnlessFetched(fetched bool) {
 	}
 }
 
-// relay waits for the kernel's answer to a call already sent (or the
-// error that kept it from being sent) and renders it. stop is closed when
-// the client cancels the call; ctx ends with the turn.
-func (s *server) relay(ctx context.Context, req *request, sl *slot, stop <-chan struct{}, tool *hashing.Tool, p kproto.InvokeParams, call *kernelclient.Call, err error, timeout time.Duration) {
-	defer s.calls.Done()
-	if len(req.progressToken) > 0 {
-		defer s.unwatchProgress(p.CallID)
+// relayCall is one call sent to the kernel. Its answer is decided once,
+// by whichever comes first (slot.settle): the kernel's answer, read and
+// rendered on the kernel client's reading goroutine (answered); the
+// client's cancel or the end of the turn (cancel); or the call timeout
+// (expire). No goroutine waits for it.
+type relayCall struct {
+	s      *server
+	req    *request
+	sl     *slot
+	tool   *hashing.Tool // nil when the name is not published
+	name   string        // the name sent to the kernel
+	callID string
+	timer  *time.Timer // nil without a call timeout
+}
+
+// answered is the kernel's answer (or the error that kept the call from
+// being sent, or its answer from being read). The result is a slice of
+// the kernel client's read buffer: when last says nothing else waits
+// behind it and the call's turn has come, the answer is written from
+// there, now, by this goroutine; otherwise it is copied into the slot
+// for whoever writes next.
+func (c *relayCall) answered(a kernelclient.Answer, last bool) {
+	if !c.sl.settle() {
+		return // cancelled or timed out first; the answer is dropped
 	}
-	var res kproto.InvokeResult
-	timedOut := false
-	if err == nil {
-		var expired <-chan time.Time
-		if timeout > 0 {
-			t := time.NewTimer(timeout)
-			defer t.Stop()
-			expired = t.C
-		}
-		select {
-		case a := <-call.Answer():
-			res, err = a.Invoke()
-		case <-stop:
-			// Cancelled by the client; call.cancel has been sent.
-			call.Abandon()
-			sl.finish()
-			return
-		case <-ctx.Done():
-			// Shutting down: tell the kernel, answer nothing.
-			call.Abandon()
-			s.kernel.Cancel(p.CallID)
-			sl.cancelled.Store(true)
-			sl.finish()
-			return
-		case <-expired:
-			call.Abandon()
-			timedOut = true
-		}
+	res, err := a.Invoke()
+	if err != nil {
+		res = c.s.relayFailure(err, c.name, c.callID)
 	}
+	c.deliver(res, last)
+}
+
+// deliver renders and writes (or queues) the answer of a call settled by
+// its answer, or by the error that kept it from being sent.
+func (c *relayCall) deliver(res kproto.InvokeResult, last bool) {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	s := c.s
+	if len(c.req.progressToken) > 0 {
+		s.unwatchProgress(c.callID)
+	}
+	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
+	var r reply
+	s.callAnswer(&r, c.req, c.tool, res)
+	if last && s.out.drain(c.sl, &r) {
+		close(c.sl.done)
+	} else {
+		c.sl.finish(r.bytes())
+	}
+	s.calls.Done()
+}
+
+// cancel stops the call without an answer: the client cancelled it (and
+// cancelRequest has told the kernel), or the turn is over. mu is held.
+func (c *relayCall) cancel() {
+	if !c.sl.settle() {
+		return
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	delete(c.s.progress, c.callID)
+	c.sl.finish()
+	c.s.calls.Done()
+}
+
+// expire answers a call the kernel did not answer within the call
+// timeout, and tells the kernel to stop it.
+func (c *relayCall) expire() {
+	if !c.sl.settle() {
+		return
+	}
+	s := c.s
+	s.kernel.Cancel(c.callID)
+	if len(c.req.progressToken) > 0 {
+		s.unwatchProgress(c.callID)
+	}
+	yes := true
+	res := kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelTimeout,
+		Message: "the kernel did not answer within " + s.cfg.CallTimeout.String(), Retryable: &yes}
+	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
+	c.sl.finish(resultLine(c.req.id, s.callResult(c.req, c.tool, res)))
+	s.calls.Done()
+}
+
+// relayFailure is the result a call gets when the kernel's answer could
+// not be had or read.
+func (s *server) relayFailure(err error, tool, callID string) kproto.InvokeResult {
 	switch {
-	case timedOut:
-		s.kernel.Cancel(p.CallID)
-		yes := true
-		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelTimeout,
-			Message: "the kernel did not answer within " + s.cfg.CallTimeout.String(), Retryable: &yes}
-	case err == nil:
 	case errors.Is(err, kernelclient.ErrRequestTooLarge):
-		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeTooLarge,
+		return kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeTooLarge,
 			Message: "the call is too large for the kernel to read: at most " + strconv.Itoa(s.kernelMaxLine()) + " bytes a message, arguments included"}
 	case errors.Is(err, kernelclient.ErrAnswerTooLarge):
-		s.cfg.Log.Warn().Str("tool", p.Tool).Str("callId", p.CallID).Msg("the kernel's answer is over the line limit; the call failed too_large")
-		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeTooLarge,
+		s.cfg.Log.Warn().Str("tool", tool).Str("callId", callID).Msg("the kernel's answer is over the line limit; the call failed too_large")
+		return kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeTooLarge,
 			Message: "the kernel's answer is too large to relay: over " + strconv.Itoa(s.maxLine()) + " bytes"}
 	case errors.Is(err, kernelclient.ErrClosed):
-		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelUnavailable,
+		return kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelUnavailable,
 			Message: "the kernel connection was lost; this turn cannot reach it again"}
-	default:
-		s.cfg.Log.Error().Err(err).Str("tool", p.Tool).Msg("relay call")
-		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "the kernel's answer could not be read"}
 	}
-	s.cfg.Log.Debug().Str("tool", p.Tool).Str("callId", p.CallID).Str("status", res.Status).Str("code", res.Code).Msg("call")
-	sl.finish(resultLine(req.id, s.callResult(req, tool, res)))
+	s.cfg.Log.Error().Err(err).Str("tool", tool).Msg("relay call")
+	return kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "the kernel's answer could not be read"}
 }
 
 func (s *server) maxLine() int {
@@ -370,34 +421,123 @@ func (s *server) kernelMaxLine() int {
 
 // callResult renders a kernel result as an MCP CallToolResult.
 func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeResult) []byte {
+	var r reply
+	s.callAnswer(&r, req, tool, res)
+	line := r.bytes()
+	// callAnswer wrote the whole response line: keep the result alone.
+	head := len(`{"jsonrpc":"2.0","id":`) + len(req.id) + len(`,"result":`)
+	return line[head : len(line)-len("}\n")]
+}
+
+// reply is the response line to a call, in pieces: a small head and tail
+// of the shim's own around content or output as the kernel sent them
+// (slices of its answer, not copies), and, for an output without
+// content, the text block it becomes, which is text escaped as a JSON
+// string at pieces[at]. The line is never assembled on the way to
+// stdout: the text is escaped a piece at a time as it is written, so the
+// client reads the first of it while the rest is escaped, and a
+// megabyte output costs a buffer of textPiece, not of its size.
+type reply struct {
+	pieces [][]byte
+	text   []byte
+	at     int
+	buf    [6][]byte
+}
+
+// textPiece is how much of an output's text is escaped for one write.
+const textPiece = 512 << 10
+
+// writeTo writes the line with write, in one or more calls, escaping the
+// text into *scratch (kept for the next reply).
+func (r *reply) writeTo(write func([][]byte) error, scratch *[]byte) error {
+	if r.text == nil {
+		return write(r.pieces)
+	}
+	var bufs [8][]byte
+	out := append(bufs[:0], r.pieces[:r.at]...)
+	buf := *scratch
+	if cap(buf) < textPiece+textPiece/4 {
+		buf = make([]byte, 0, textPiece+textPiece/2)
+	}
+	for rest := r.text; ; {
+		cut := jsonrpc.CutString(rest, textPiece)
+		buf = jsonrpc.AppendStringBody(buf[:0], rest[:cut])
+		rest = rest[cut:]
+		out = append(out, buf)
+		if len(rest) == 0 {
+			out = append(out, r.pieces[r.at:]...)
+		}
+		if err := write(out); err != nil {
+			*scratch = buf
+			return err
+		}
+		if out = bufs[:0]; len(rest) == 0 {
+			*scratch = buf
+			return nil
+		}
+	}
+}
+
+// bytes is the line in one buffer.
+func (r *reply) bytes() []byte {
+	n := 0
+	for _, p := range r.pieces {
+		n += len(p)
+	}
+	// Room for the escapes of text like source code (about one byte in
+	// ten) and then some, so a large output is escaped without regrowing
+	// the buffer.
+	b := make([]byte, 0, n+len(r.text)+len(r.text)/4)
+	for i, p := range r.pieces {
+		if i == r.at && r.text != nil {
+			b = jsonrpc.AppendStringBody(b, r.text)
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
+// callAnswer makes r the response line to a call whose kernel result is
+// res.
+func (s *server) callAnswer(r *reply, req *request, tool *hashing.Tool, res kproto.InvokeResult) {
+	r.pieces = r.buf[:0]
+	id := req.id
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
 	if res.Status != kproto.StatusSucceeded {
 		if res.Status != kproto.StatusDenied && res.Status != kproto.StatusFailed {
 			res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "the kernel answered with an unknown status"}
 		}
-		return s.refusal(req, res)
+		r.pieces = append(r.pieces, resultLine(req.id, s.refusal(req, res)))
+		return
 	}
-	// Sized for the common case without regrowing: the output goes in
-	// twice (text and structuredContent), and escaping grows text.
-	out := make([]byte, 0, 128+len(res.Content)+3*len(res.Output))
-	out = append(out, `{"content":`...)
+	head := make([]byte, 0, 48+len(id)+len(`[{"type":"text","text":"`))
+	head = append(head, `{"jsonrpc":"2.0","id":`...)
+	head = append(head, id...)
+	head = append(head, `,"result":{"content":`...)
+	structured := tool != nil && tool.OutputSchema != nil && len(res.Output) > 0 && res.Output[0] == '{'
 	switch {
 	case len(res.Content) > 0 && res.Content[0] == '[':
-		out = append(out, res.Content...)
+		r.pieces = append(r.pieces, head, res.Content)
 	case len(res.Output) > 0:
-		out = append(out, `[{"type":"text","text":`...)
-		out = jsonrpc.AppendString(out, res.Output)
-		out = append(out, "}]"...)
+		r.pieces = append(r.pieces, append(head, `[{"type":"text","text":"`...))
+		r.text, r.at = res.Output, len(r.pieces)
+		r.pieces = append(r.pieces, []byte(`"}]`))
 	default:
-		out = append(out, "[]"...)
+		r.pieces = append(r.pieces, append(head, "[]"...))
 	}
-	if tool != nil && tool.OutputSchema != nil && len(res.Output) > 0 && res.Output[0] == '{' {
-		out = append(out, `,"structuredContent":`...)
-		out = append(out, res.Output...)
+	if structured {
+		r.pieces = append(r.pieces, []byte(`,"structuredContent":`), res.Output)
 	}
 	if req.modern {
-		return s.modernize(append(out, '}'), []byte(epochMeta))
+		tail := make([]byte, 0, 128+len(s.serverInfo))
+		tail = append(tail, `,"resultType":"complete","_meta":{`+epochMeta+`,"`+metaServerInfo+`":`...)
+		tail = append(tail, s.serverInfo...)
+		r.pieces = append(r.pieces, append(tail, "}}}\n"...))
+		return
 	}
-	return append(out, `,"_meta":{`+epochMeta+`}}`...)
+	r.pieces = append(r.pieces, []byte(`,"_meta":{`+epochMeta+`}}}`+"\n"))
 }
 
 // refusal renders a denied or failed result: isError, one text block the

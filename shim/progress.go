@@ -6,11 +6,10 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
-	"github.com/sharedos/sharedos-mcp/kernelclient"
 )
 
-// maxNotes bounds progress notifications waiting for the writer. Beyond
-// it a report is dropped rather than wait: progress is advice, a later
+// maxNotes bounds progress notifications waiting to be written. Beyond it
+// a report is dropped rather than wait: progress is advice, a later
 // report supersedes it, and the goroutine that reports it also reads
 // every answer from the kernel.
 const maxNotes = 64
@@ -25,7 +24,6 @@ type note struct {
 type progressCall struct {
 	sl    *slot
 	token json.RawMessage
-	call  *kernelclient.Call // nil until sent
 	last  float64
 	sent  bool
 }
@@ -46,9 +44,11 @@ func (s *server) unwatchProgress(callID string) {
 func (s *server) onProgress(p kproto.ProgressParams) {
 	s.mu.Lock()
 	pc := s.progress[p.CallID]
-	if pc == nil || (pc.sent && p.Progress <= pc.last) || (pc.call != nil && pc.call.Answered()) {
-		// Not asked for, not an increase, or about a call the kernel has
-		// answered already (the reports come in order with the answers).
+	if pc == nil || (pc.sent && p.Progress <= pc.last) {
+		// Not asked for, or not an increase. A call the kernel has
+		// answered is no longer watched: its answer is read on this
+		// goroutine, which unwatches it (relayCall), and the reports
+		// come in order with the answers.
 		s.mu.Unlock()
 		return
 	}
@@ -68,8 +68,5 @@ func (s *server) onProgress(p kproto.ProgressParams) {
 		line = jsonrpc.AppendString(line, p.Message)
 	}
 	line = append(line, "}}\n"...)
-	select {
-	case s.notes <- note{call: pc.sl, line: line}:
-	default:
-	}
+	s.out.note(note{call: pc.sl, line: line})
 }

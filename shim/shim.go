@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,10 +39,10 @@ type Config struct {
 	Log     zerolog.Logger
 }
 
-// maxInFlight bounds requests read but not yet answered, twice over: the
-// queue from the reader to the writer holds as many, and so does the
-// writer's list of answers waiting for their turn. The reader waits when
-// both are full, so a flood of calls cannot grow memory without end.
+// maxInFlight bounds requests read but not yet answered: ordered answers
+// waiting for their turn, and the shim's own answers waiting for stdout,
+// as many of each. The reader waits when either is full, so a flood of
+// calls cannot grow memory without end.
 const maxInFlight = 256
 
 // slot is one answer to write, in one or more pieces (see listLine). out
@@ -63,7 +62,12 @@ type slot struct {
 	cancel func() // stops the work behind it
 	callID string
 
-	closed bool // owned by the writer: written or dropped, so no progress follows
+	// settled is taken by whichever decides a call's answer first: the
+	// kernel's answer, the client's cancel, the call timeout or the end
+	// of the turn (see relayCall).
+	settled atomic.Bool
+	closed  atomic.Bool            // claimed: written or dropped, so no progress follows
+	box     atomic.Pointer[outbox] // set once queued: finish wakes its writer
 }
 
 func readySlot(out ...[]byte) *slot {
@@ -74,8 +78,21 @@ func readySlot(out ...[]byte) *slot {
 
 func (s *slot) finish(out ...[]byte) {
 	s.out = out
-	close(s.done)
+	s.ready()
 }
+
+// ready marks the slot's answer complete, and wakes the writer if the
+// slot is queued already (push wakes it otherwise).
+func (s *slot) ready() {
+	close(s.done)
+	if b := s.box.Load(); b != nil {
+		b.kick()
+	}
+}
+
+// settle reports whether the caller is the first to decide the slot's
+// answer.
+func (s *slot) settle() bool { return s.settled.CompareAndSwap(false, true) }
 
 // empty reports whether the slot has nothing to write.
 func (s *slot) empty() bool {
@@ -104,14 +121,12 @@ type server struct {
 	mu       sync.Mutex
 	inflight map[string]*slot         // by request id, for notifications/cancelled
 	progress map[string]*progressCall // by call id, calls whose client asked for progress
+	aborted  bool                     // the turn is over: calls still at the kernel were stopped
 
-	notes chan note // progress notifications for the writer
+	out  *outbox // answers on their way to stdout
+	text []byte  // the text of the last output relayed; the kernel client's reading goroutine's
 
-	calls sync.WaitGroup // goroutines answering requests
-
-	work    chan func()   // to an idle worker (see spawn)
-	end     chan struct{} // closed when the turn is over: workers return
-	workers sync.WaitGroup
+	calls sync.WaitGroup // calls at the kernel, and goroutines answering requests
 }
 
 // Serve runs one turn: it reads MCP messages from in and writes answers to
@@ -127,25 +142,31 @@ type server struct {
 // deadlines (an io.Pipe, a terminal) cannot be stopped from outside while
 // a Read blocks: Serve then returns without waiting for it, and when that
 // Read returns, whatever it read is dropped unhandled.
+//
+// Answers are written by whichever goroutine completes them when nothing
+// else is being written: a call's by the kernel client's reading
+// goroutine, as it reads it, with no hand-off to another goroutine; the
+// rest by a writer goroutine. The goroutine reading in never writes to
+// out, so a slow reader of out does not keep cancellations and EOF from
+// being read.
 func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
-	s := newServer(cfg)
+	s := newServer(cfg, out)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.kernel.OnProgress(s.onProgress)
 
-	queue := make(chan *slot, maxInFlight)
 	readErr := make(chan error, 1)
-	go func() { readErr <- s.read(ctx, in, queue) }()
+	go func() { readErr <- s.read(ctx, in) }()
 
 	writeErr := make(chan error, 1)
-	go func() { writeErr <- s.write(ctx, out, queue) }()
+	go func() { writeErr <- s.out.run(ctx) }()
 
 	var err error
 	readDone := false
 	select {
 	case err = <-writeErr:
-		// The reader closed the queue and everything was written, or the
-		// write side failed.
+		// The reader ended and everything was written, or the write
+		// side failed.
 		if err == nil {
 			err, readDone = <-readErr, true
 		}
@@ -157,9 +178,8 @@ func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	if !readDone {
 		stopReader(in, readErr)
 	}
+	s.abortCalls()
 	s.calls.Wait()
-	close(s.end)
-	s.workers.Wait()
 	s.kernel.OnProgress(nil)
 	s.kernel.Close()
 	if errors.Is(err, io.EOF) {
@@ -178,44 +198,36 @@ func stopReader(in io.Reader, readErr <-chan error) {
 	<-readErr
 }
 
-func newServer(cfg Config) *server {
+// abortCalls stops every call still at the kernel once the turn is over:
+// each gets call.cancel and no answer. A call the reader sends after this
+// is stopped as it is sent (see relayCall).
+func (s *server) abortCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.aborted = true
+	for key, sl := range s.inflight {
+		if sl.cancel == nil {
+			continue
+		}
+		delete(s.inflight, key)
+		sl.cancelled.Store(true)
+		s.kernel.Cancel(sl.callID)
+		sl.cancel()
+	}
+}
+
+func newServer(cfg Config, out io.Writer) *server {
 	info, _ := marshal(map[string]string{"name": "sharedos-mcp", "version": cfg.Version})
-	return &server{
+	s := &server{
 		cfg:        cfg,
 		kernel:     cfg.Kernel,
 		serverInfo: info,
 		cat:        newCatalogue(),
 		inflight:   make(map[string]*slot),
 		progress:   make(map[string]*progressCall),
-		notes:      make(chan note, maxNotes),
-		work:       make(chan func()),
-		end:        make(chan struct{}),
 	}
-}
-
-// spawn runs f on a goroutine of its own, one that ran an earlier call if
-// one is idle. A new goroutine starts on a small stack that relaying a call
-// outgrows, and each growth copies the stack, unwinding it frame by frame;
-// a reused one has grown already. Idle workers return when the turn ends.
-func (s *server) spawn(f func()) {
-	select {
-	case s.work <- f:
-	default:
-		s.workers.Add(1)
-		go s.worker(f)
-	}
-}
-
-func (s *server) worker(f func()) {
-	defer s.workers.Done()
-	for {
-		f()
-		select {
-		case f = <-s.work:
-		case <-s.end:
-			return
-		}
-	}
+	s.out = newOutbox(s, out)
+	return s
 }
 
 // read turns stdin lines into slots, in order. It returns io.EOF at the
@@ -223,9 +235,10 @@ func (s *server) worker(f func()) {
 // for an answer (only, briefly, for a write the kernel must take within
 // the call timeout), so cancellations and EOF are read whatever the
 // kernel does.
-func (s *server) read(ctx context.Context, in io.Reader, queue chan<- *slot) error {
-	defer close(queue)
+func (s *server) read(ctx context.Context, in io.Reader) error {
+	defer s.out.end()
 	r := jsonrpc.NewReader(in, s.cfg.MaxLine)
+	r.MapLong = true // a call's arguments are relayed from where they are read
 	s.in = r
 	for {
 		if !r.Buffered() {
@@ -250,191 +263,8 @@ func (s *server) read(ctx context.Context, in io.Reader, queue chan<- *slot) err
 		if sl == nil {
 			continue
 		}
-		select {
-		case queue <- sl:
-			continue
-		default:
-			// The writer is behind, waiting on answers: the kernel must
-			// have every call held back before the reader waits too.
-			s.kernel.Flush()
-		}
-		select {
-		case queue <- sl:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// ring is the writer's list of ordered answers not yet written, in
-// arrival order.
-type ring struct {
-	s       [maxInFlight]*slot
-	head, n int
-}
-
-func (r *ring) push(sl *slot) { r.s[(r.head+r.n)%maxInFlight] = sl; r.n++ }
-func (r *ring) peek() *slot   { return r.s[r.head] }
-func (r *ring) pop() *slot {
-	sl := r.s[r.head]
-	r.s[r.head] = nil
-	r.head = (r.head + 1) % maxInFlight
-	r.n--
-	return sl
-}
-
-// write writes answers: an ordered one when it and every ordered one
-// before it are done, any other at once. Answers done together are
-// gathered into one write. It returns nil when the queue is closed and
-// every answer in it written.
-func (s *server) write(ctx context.Context, out io.Writer, queue <-chan *slot) error {
-	w := writer{s: s, out: out, queue: queue}
-	for w.queue != nil || w.wait.n > 0 {
-		var headDone <-chan struct{}
-		if w.wait.n > 0 {
-			headDone = w.wait.peek().done
-		}
-		in := w.queue
-		if w.wait.n == maxInFlight {
-			in = nil // full: the reader waits on the queue
-		}
-		var err error
-		select {
-		case sl, ok := <-in:
-			if !ok {
-				w.queue = nil
-				continue
-			}
-			if sl.ordered {
-				w.wait.push(sl)
-				continue
-			}
-			err = w.alone(sl)
-		case <-headDone:
-			err = w.gather()
-		case n := <-s.notes:
-			if !n.call.closed {
-				_, err = out.Write(n.line)
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if err != nil {
+		if err := s.out.push(ctx, sl); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// writer is write's state.
-type writer struct {
-	s     *server
-	out   io.Writer
-	queue <-chan *slot
-	wait  ring
-	buf   []byte
-}
-
-// alone writes one answer that is not behind anything.
-func (w *writer) alone(sl *slot) error {
-	if !w.s.claim(sl) {
-		return nil
-	}
-	for _, p := range sl.out {
-		if _, err := w.out.Write(p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// gather writes the ordered answer at the head of the list, which is
-// done, with every answer done behind it.
-func (w *writer) gather() error {
-	// Progress the kernel reported before these answers goes first.
-	w.notes()
-	for {
-		sl := w.wait.pop()
-		w.pull()
-		var next *slot
-		if w.wait.n > 0 {
-			next = w.wait.peek()
-			if !isDone(next) {
-				// The calls behind this one are being answered by
-				// goroutines that are ready to run, but whoever finished
-				// sl handed this goroutine the processor first. Let them
-				// run, so their answers go out in this write instead of
-				// one write each.
-				runtime.Gosched()
-				w.pull()
-			}
-		}
-		more := next != nil && isDone(next) && len(w.buf) < 1<<20
-		if !more && len(w.buf) == 0 {
-			// Written alone, the answer goes out as it is rather than
-			// copied: a 512-tool catalogue is half a megabyte.
-			return w.alone(sl)
-		}
-		if w.s.claim(sl) {
-			for _, p := range sl.out {
-				w.buf = append(w.buf, p...)
-			}
-		}
-		if !more {
-			break
-		}
-	}
-	if len(w.buf) == 0 {
-		return nil
-	}
-	_, err := w.out.Write(w.buf)
-	w.buf = w.buf[:0]
-	return err
-}
-
-// pull takes what the reader has queued meanwhile without waiting: ordered
-// answers join the list, others go into the write being gathered.
-func (w *writer) pull() {
-	for w.queue != nil && w.wait.n < maxInFlight {
-		select {
-		case sl, ok := <-w.queue:
-			if !ok {
-				w.queue = nil
-				return
-			}
-			if sl.ordered {
-				w.wait.push(sl)
-			} else if w.s.claim(sl) {
-				for _, p := range sl.out {
-					w.buf = append(w.buf, p...)
-				}
-			}
-		default:
-			return
-		}
-	}
-}
-
-// notes writes the progress notifications waiting, into the write being
-// gathered.
-func (w *writer) notes() {
-	for {
-		select {
-		case n := <-w.s.notes:
-			if !n.call.closed {
-				w.buf = append(w.buf, n.line...)
-			}
-		default:
-			return
-		}
-	}
-}
-
-func isDone(s *slot) bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
 	}
 }

@@ -1,6 +1,9 @@
 package jsonlex
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // The module writes JSON strings under two contracts: the bytes
 // encoding/json writes (jsonrpc.AppendString, pinned by the wire scripts)
@@ -67,9 +70,9 @@ const (
 func AppendUnescaped(dst, body []byte, sur Surrogates) []byte {
 	for i := 0; i < len(body); {
 		if body[i] != '\\' {
-			j := i + 1
-			for j < len(body) && body[j] != '\\' {
-				j++
+			j := len(body)
+			if k := bytes.IndexByte(body[i+1:], '\\'); k >= 0 {
+				j = i + 1 + k
 			}
 			dst = appendRaw(dst, body[i:j], sur)
 			i = j

@@ -52,7 +52,7 @@ func TestReaderSplitsLines(t *testing.T) {
 
 // FuzzReader checks ReadLine and ReadOwnedLine against a model of the
 // framing, with the input arriving in pieces of every size and buffers
-// small enough to grow, compact and be handed over.
+// small enough to grow, compact and be handed over, or mapped (MapLong).
 func FuzzReader(f *testing.F) {
 	f.Add([]byte("{\"jsonrpc\":\"2.0\"}\r\n\n{}\n"), 8, 16, uint8(3))
 	f.Add([]byte("xxxxxxxxxxxx\nyy"), 4, 16, uint8(1))
@@ -74,8 +74,10 @@ func FuzzReader(f *testing.F) {
 			}
 			want = append(want, l)
 		}
-		for _, owned := range []bool{false, true} {
+		for mode := range 4 {
+			owned, mapped := mode&1 != 0, mode&2 != 0
 			r := NewReaderSize(&pieces{data: data, n: int(piece)}, limit, size)
+			r.MapLong = mapped
 			var got []string
 			var kept [][]byte
 			skipped := 0

@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"bytes"
+	"errors"
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
@@ -118,4 +119,141 @@ func walk(src []byte, open byte, f func(key, value []byte) error) error {
 		return err
 	}
 	return l.End()
+}
+
+// KeyName is the name a member's key (as EachMember hands it out, quoted,
+// escapes intact) spells: a slice of key when it has no escapes, which is
+// what a switch on string(KeyName(key)) compares without allocating.
+func KeyName(key []byte) []byte {
+	body := key[1 : len(key)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return body
+	}
+	return jsonlex.AppendUnescaped(nil, body, jsonlex.ReplaceSurrogates)
+}
+
+// EachValidMember is EachMember for text a validating reader has already
+// accepted, such as a value ParseEnvelope handed out: it finds the members
+// without checking them again, so a large value costs a search for its
+// closing quote (bytes.IndexByte) rather than a second look at every
+// byte. Text that is not valid JSON gives an error or wrong members, never
+// a panic.
+func EachValidMember(src []byte, f func(key, value []byte) error) error {
+	i := validSpace(src, 0)
+	if i >= len(src) || src[i] != '{' {
+		return errNotObject
+	}
+	i = validSpace(src, i+1)
+	if i < len(src) && src[i] == '}' {
+		return nil
+	}
+	for i < len(src) {
+		if src[i] != '"' {
+			return errNotObject
+		}
+		kend := skipValidString(src, i)
+		key := src[i:kend]
+		i = validSpace(src, kend)
+		if i >= len(src) || src[i] != ':' {
+			return errNotObject
+		}
+		i = validSpace(src, i+1)
+		vend := skipValidValue(src, i)
+		if vend <= i {
+			return errNotObject
+		}
+		if err := f(key, src[i:vend]); err != nil {
+			return err
+		}
+		i = validSpace(src, vend)
+		if i >= len(src) {
+			break
+		}
+		switch src[i] {
+		case '}':
+			return nil
+		case ',':
+			i = validSpace(src, i+1)
+		default:
+			return errNotObject
+		}
+	}
+	return errNotObject
+}
+
+var errNotObject = errors.New("not a JSON object")
+
+func validSpace(src []byte, i int) int {
+	for i < len(src) && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValidString returns the end of the string that starts at src[i]:
+// past the first quote not escaped by an odd run of backslashes.
+func skipValidString(src []byte, i int) int {
+	for j := i + 1; j < len(src); {
+		k := bytes.IndexByte(src[j:], '"')
+		if k < 0 {
+			break
+		}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && src[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+	return len(src)
+}
+
+// skipValidValue returns the end of the value that starts at src[i].
+func skipValidValue(src []byte, i int) int {
+	if i >= len(src) {
+		return i
+	}
+	switch src[i] {
+	case '"':
+		return skipValidString(src, i)
+	case '{', '[':
+		depth := 0
+		for i < len(src) {
+			switch src[i] {
+			case '"':
+				i = skipValidString(src, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(src)
+	}
+	for i < len(src) {
+		switch src[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// ValidID reports whether id, a value of a text a validating reader has
+// accepted, is what MCP allows a request id to be: a string or a number
+// (not null).
+func ValidID(id []byte) bool {
+	if len(id) == 0 {
+		return false
+	}
+	c := id[0]
+	return c == '"' || c == '-' || ('0' <= c && c <= '9')
 }

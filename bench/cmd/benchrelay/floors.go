@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/sharedos/sharedos-mcp/bench/internal/synth"
 )
 
 // decodePath is where kernelDecode's files.write calls go: a directory
@@ -17,8 +19,14 @@ import (
 // path from the socket line to the tool's arguments.
 const decodePath = "/no such dir/x"
 
+// maxDecodedArguments is the most JSON of arguments the reference kernel
+// decodes (kernel.maxArgumentBytes); past it a call is refused too_large
+// before its arguments are read.
+const maxDecodedArguments = 4 << 20
+
 // kernelDecode measures how long the reference kernel takes to decode a
-// tools.invoke whose arguments carry payload (a JSON string): the median
+// tools.invoke whose arguments carry payload (a JSON string, cut so the
+// arguments are at most maxDecodedArguments): the median
 // round trip of files.write with it, less that of files.write with one
 // byte, over reps calls each after one of each to warm up. valid is the
 // median time json.Valid takes over the same arguments, the floor the
@@ -37,6 +45,11 @@ func kernelDecode(socket string, payload []byte, reps int) (decode, valid time.D
 		return slices.Concat([]byte(`{"path":"`+decodePath+`","content":`), content, []byte(`}`))
 	}
 	big, small := argsOf(payload), argsOf([]byte(`"x"`))
+	if len(big) > maxDecodedArguments {
+		// The kernel refuses larger arguments unread: the payload is
+		// cut to arguments of exactly the most it decodes.
+		big = argsOf(synth.PayloadString(len(payload) - (len(big) - maxDecodedArguments)))
+	}
 	line := func(id int, args []byte) [][]byte {
 		n := strconv.Itoa(id)
 		return [][]byte{

@@ -319,7 +319,7 @@ func (r *report) floorTable(w io.Writer) {
 	row("echo: one round trip of a tools/call line, p50", func(s sample) (float64, bool) { return usOf(s.synth.p50) }, fmtUs)
 	row("echo: the same, p99", func(s sample) (float64, bool) { return usOf(s.synth.p99) }, fmtUs)
 	row("echo: the same, pipelined", func(s sample) (float64, bool) { return s.synth.rate, s.synth.rate > 0 }, fmtRate)
-	fmt.Fprintf(w, "| `json.Valid` over a %s argument (in the harness) | %s |\n", fmtSize(targetPayload), fmtMs(ms(r.valid)))
+	fmt.Fprintf(w, "| `json.Valid` over %s of files.write arguments, the most the reference kernel decodes (in the harness) | %s |\n", fmtSize(targetPayload), fmtMs(ms(r.valid)))
 	fmt.Fprintf(w, "| the reference kernel decoding the same argument (files.write of it, less files.write of one byte) | %s |\n", fmtMs(ms(r.decode)))
 }
 

@@ -1,0 +1,124 @@
+package synth
+
+import (
+	"bytes"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// Budgets for what serve allocates relaying one call, in process, to the
+// synthetic kernel (which allocates nothing per call but the small
+// things a reader of its own needs): the hot path of issue 17, pinned so
+// an edit that adds to it fails here rather than passing unnoticed. The
+// counts are the fewest of several runs, each averaged over many calls;
+// the bytes are per call, and they are what shows a copy of a payload.
+const (
+	relayedCallAllocs = 24 // a small tools/call, the client's line and read included
+	payloadAllocs     = 32 // a 4 MiB call of any kind
+	payloadBytes      = 256 << 10
+)
+
+// TestRelayedCallAllocsSynth guards a small call: read, relayed, answered,
+// rendered and written.
+func TestRelayedCallAllocsSynth(t *testing.T) {
+	in, out, stop := sessionOf(t, Tools(1))
+	defer stop()
+	id := 0
+	lines := make([][]byte, 2000)
+	for i := range lines {
+		lines[i] = []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+1) + `,"method":"tools/call","params":{"name":"` + FirstTool + `","arguments":{"query":"relay"}}}` + "\n")
+	}
+	call := func() {
+		in.Write(lines[id])
+		id++
+		if line, err := out.ReadLine(); err != nil || !bytes.Contains(line, []byte(Answer)) {
+			t.Fatalf("answer %.200q, %v", line, err)
+		}
+	}
+	for range 100 {
+		call()
+	}
+	got := fewest(5, func() float64 { return testing.AllocsPerRun(300, call) })
+	t.Logf("%.0f allocations a call", got)
+	if budget := budgetFor(relayedCallAllocs); got > budget {
+		t.Errorf("a relayed call makes %.0f allocations, over the budget of %.0f", got, budget)
+	}
+}
+
+// TestPayloadAllocsSynth guards the payload paths: a 4 MiB argument on its
+// way to the kernel and a 4 MiB result in either shape on its way back
+// are relayed from the buffers they are read into, never copied.
+func TestPayloadAllocsSynth(t *testing.T) {
+	const size = 4 << 20
+	payload := PayloadString(size)
+	for _, kind := range []string{"argument", ShapeContent, ShapeOutput} {
+		t.Run(kind, func(t *testing.T) {
+			in, out, stop := sessionOf(t, PayloadTools())
+			defer stop()
+			id := 0
+			var line []byte
+			call := func() {
+				id++
+				if kind == "argument" {
+					line = slices.Concat([]byte(`{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"`+PayloadTool+`","arguments":{"text":`), payload, []byte("}}}\n"))
+				} else {
+					line = []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"` + PayloadTool + `","arguments":{"result":"` + kind + `","bytes":` + strconv.Itoa(size) + `}}}` + "\n")
+				}
+			}
+			send := func() {
+				in.Write(line)
+				answer, err := out.ReadLine()
+				if err != nil || bytes.Contains(answer, []byte(`"isError":true`)) || (kind != "argument" && len(answer) < size) {
+					t.Fatalf("answer %.200q, %v", answer, err)
+				}
+			}
+			for range 3 { // buffers grown, the kernel's result encoded
+				call()
+				send()
+			}
+			allocs, perCall := -1.0, -1.0
+			for range 3 {
+				call() // the line is the client's, made before counting
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				n := testing.AllocsPerRun(1, send)
+				runtime.ReadMemStats(&after)
+				b := float64(after.TotalAlloc - before.TotalAlloc)
+				if allocs < 0 || n < allocs {
+					allocs = n
+				}
+				if perCall < 0 || b < perCall {
+					perCall = b
+				}
+			}
+			t.Logf("%.0f allocations and %.0f bytes a call", allocs, perCall)
+			if budget := budgetFor(payloadAllocs); allocs > budget {
+				t.Errorf("a 4 MiB %s call makes %.0f allocations, over the budget of %.0f", kind, allocs, budget)
+			}
+			if perCall > payloadBytes {
+				t.Errorf("a 4 MiB %s call allocates %.0f bytes, over %d: the payload is copied", kind, perCall, payloadBytes)
+			}
+		})
+	}
+}
+
+// fewest is the least of n measurements: a run the scheduler or the
+// garbage collector disturbs counts more, never less.
+func fewest(n int, measure func() float64) float64 {
+	least := measure()
+	for range n - 1 {
+		least = min(least, measure())
+	}
+	return least
+}
+
+// budgetFor is budget, with room for what the race detector allocates on
+// its own.
+func budgetFor(budget int) float64 {
+	if raceEnabled {
+		return float64(budget) * 1.5
+	}
+	return float64(budget)
+}
