@@ -8,7 +8,7 @@ import (
 // relayedCallAllocs is what one tools/call costs in allocations, relayed
 // through Serve to the fake kernel and answered, the fake's own included
 // (about 30 of them: it decodes with encoding/json). ADR 0004 brought the
-// shim's part from 92 to 45, ADR 0022 to 36; this pins it, so an edit that
+// shim's part from 92 to 45, ADR 0021 to 36; this pins it, so an edit that
 // adds to the hot path fails here instead of passing unnoticed.
 const relayedCallAllocs = 66
 
