@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 )
@@ -35,7 +36,10 @@ func SocketArg(kernelSocket string, getenv func(string) string) string {
 
 // goRunDir matches the work directory `go run` builds in and runs from:
 // $TMPDIR/go-build<digits>/b<digits>/exe/<name>, removed when it exits.
-var goRunDir = regexp.MustCompile(`(^|/)go-build[0-9]+/b[0-9]+/exe/[^/]+$`)
+// It is compiled when first needed, not at every start of every command.
+var goRunDir = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(^|/)go-build[0-9]+/b[0-9]+/exe/[^/]+$`)
+})
 
 // InBuildCache reports whether exe is a binary the Go tool keeps only for
 // a while: one `go run` built in its temporary work directory, or one in
@@ -43,7 +47,7 @@ var goRunDir = regexp.MustCompile(`(^|/)go-build[0-9]+/b[0-9]+/exe/[^/]+$`)
 // An entry that runs such a binary breaks when go run exits or the cache
 // is trimmed.
 func InBuildCache(exe string, env Env) bool {
-	if goRunDir.MatchString(filepath.ToSlash(exe)) {
+	if goRunDir().MatchString(filepath.ToSlash(exe)) {
 		return true
 	}
 	cache := env.getenv("GOCACHE")

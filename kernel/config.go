@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -444,29 +445,35 @@ var wantValue = map[string]string{
 	"upstream.tool.resource":   `a string, e.g. resource = "/graph" or "/repos/{owner}/{repo}"`,
 }
 
+// The patterns typeMessage reads go-toml's errors with, compiled at the
+// first type error, not at every start of every command.
 var (
-	tomlKind    = regexp.MustCompile(`cannot decode TOML (\w+)`)
-	tooBig      = regexp.MustCompile(`value (-?\d+) cannot be stored`)
-	goTypeWords = regexp.MustCompile(` into (struct field )?\S+ of type \S+| in \S+$`)
+	tomlKind    = lazyRegexp(`cannot decode TOML (\w+)`)
+	tooBig      = lazyRegexp(`value (-?\d+) cannot be stored`)
+	goTypeWords = lazyRegexp(` into (struct field )?\S+ of type \S+| in \S+$`)
 )
+
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // typeMessage rewrites a go-toml type error for key in the config's own
 // terms.
 func typeMessage(key, msg string) string {
 	want, ok := wantValue[key]
 	if !ok {
-		return goTypeWords.ReplaceAllString(msg, "")
+		return goTypeWords().ReplaceAllString(msg, "")
 	}
 	switch {
-	case tomlKind.MatchString(msg):
-		kind := tomlKind.FindStringSubmatch(msg)[1]
+	case tomlKind().MatchString(msg):
+		kind := tomlKind().FindStringSubmatch(msg)[1]
 		article := "a"
 		if strings.ContainsRune("aeiou", rune(kind[0])) {
 			article = "an"
 		}
 		return fmt.Sprintf("want %s, have %s %s", want, article, kind)
-	case tooBig.MatchString(msg):
-		return fmt.Sprintf("want %s, have %s", want, tooBig.FindStringSubmatch(msg)[1])
+	case tooBig().MatchString(msg):
+		return fmt.Sprintf("want %s, have %s", want, tooBig().FindStringSubmatch(msg)[1])
 	}
 	return "want " + want
 }

@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sharedos/sharedos-mcp/internal/testbin"
 )
 
 // maxBinarySize bounds the release binary: harnesses spawn it once per
@@ -75,5 +78,45 @@ func TestReleaseBuildIsStatic(t *testing.T) {
 	want := "sharedos-mcp 9.9.9-test (commit abc123, built 2026-01-02T03:04:05Z, "
 	if !strings.HasPrefix(string(out), want) {
 		t.Errorf("version = %q, want it to start %q", out, want)
+	}
+}
+
+// maxOwnInitBytes bounds what each of this module's packages allocates
+// while it initializes. Every command pays for every package's init at
+// every start, serve once per turn, so a package-level regexp, table or
+// schema built at init is a cost on the path that matters least to it;
+// such things are built on first use (sync.OnceValue). The largest today
+// is kernel's table of the audit event's bounded fields, 2.5 KB.
+const maxOwnInitBytes = 4096
+
+// TestOwnPackagesInitCheaply runs the binary with GODEBUG=inittrace=1,
+// in which the runtime reports each package's init as
+// "init <package> @<t> ms, <d> ms clock, <n> bytes, <m> allocs", and
+// holds this module's packages to maxOwnInitBytes. The bytes are the
+// same on every run of one build, so the check cannot flake.
+func TestOwnPackagesInitCheaply(t *testing.T) {
+	cmd := exec.Command(testbin.Path(t), "version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sharedos-mcp version: %v\n%s", err, out)
+	}
+	seen := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) < 11 || f[0] != "init" || !strings.HasPrefix(f[1], "github.com/sharedos/sharedos-mcp") {
+			continue
+		}
+		seen++
+		n, err := strconv.Atoi(f[7])
+		if err != nil || f[8] != "bytes," {
+			t.Fatalf("cannot read the bytes of %q", line)
+		}
+		if n > maxOwnInitBytes {
+			t.Errorf("%s allocates %d bytes at init, want at most %d: build it on first use", f[1], n, maxOwnInitBytes)
+		}
+	}
+	if seen == 0 {
+		t.Fatalf("no init lines of this module's packages in the output:\n%s", out)
 	}
 }
