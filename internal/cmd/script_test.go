@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,10 @@ func TestScripts(t *testing.T) {
 			env.Setenv("SOCKDIR", sockDir)
 			env.Setenv("BINDIR", filepath.Dir(bin))
 			env.Setenv("UID", strconv.Itoa(os.Getuid()))
+			// The command is this test binary, which under -race sleeps
+			// a second at exit for late reports (GORACE's atexit_sleep_ms,
+			// 1000 by default): a second per command, over a hundred.
+			env.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

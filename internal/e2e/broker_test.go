@@ -168,6 +168,7 @@ func firstText(t *testing.T, r *mcp.CallToolResult) string {
 // the Go SDK client, sees the brokered tools through serve, and every
 // decision is in the audit log with the upstream's name.
 func TestTheMemoryServerBehindGrants(t *testing.T) {
+	t.Parallel() // most of it is node starting the memory server
 	entry := testupstream.NPMServer(t, "server-memory")
 	memory := filepath.Join(t.TempDir(), "memory.jsonl")
 	k := startBrokerKernel(t, fmt.Sprintf(`

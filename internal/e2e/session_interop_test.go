@@ -51,6 +51,7 @@ func sessionTempDir(t *testing.T) string {
 // must not cost the session: the shim answers pings at once, whatever is
 // at the kernel (it used to answer them behind the call).
 func TestGoSDKKeepAliveThroughALongCall(t *testing.T) {
+	t.Parallel() // most of it is a 5 s call
 	bin := testbin.Path(t)
 	k := kerneltest.Start(t, kerneltest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -145,6 +146,7 @@ func TestGoSDKProgressForALongCall(t *testing.T) {
 // EOF ends serve with exit 0. Before the fix none of it was answered
 // after 90 s and EOF did not end it.
 func TestServeWithAStoppedKernelEndsWithinTheCallTimeout(t *testing.T) {
+	t.Parallel() // most of it is the call timeout running out
 	bin := testbin.Path(t)
 	dir := sessionTempDir(t)
 	root := filepath.Join(dir, "root")
@@ -302,6 +304,7 @@ func waitStopped(t *testing.T, pid int) {
 // testdata/tsclient, installed from the npm registry by its lockfile into
 // a temporary directory.
 func TestTypeScriptSDKPingDuringAHeldCall(t *testing.T) {
+	t.Parallel() // most of it is a held call
 	for _, tool := range []string{"npm", "node"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			needsNPM(t, "%s is not installed: this test drives the TypeScript SDK client from npm (CI has npm)", tool)

@@ -18,6 +18,11 @@ func npmSpec(t *testing.T, name, server, extra string) upstream.Spec {
 	t.Helper()
 	entry := testupstream.NPMServer(t, server)
 	cfg := decodeOne(t, extra, upstream.Config{Name: name, Command: []string{"node", entry}})
+	// node ignores it; the supervisor, this test binary, reads it.
+	if cfg.Env == nil {
+		cfg.Env = map[string]string{}
+	}
+	cfg.Env["GORACE"] = quickExit
 	specs, err := upstream.Parse([]upstream.Config{cfg}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +123,9 @@ func TestNPMEverythingServer(t *testing.T) {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	if want := []string{"EVERYTHING_TEST", "HOME", "PATH"}; !slices.Equal(names, want) {
+	// EVERYTHING_TEST and GORACE are configured (npmSpec adds GORACE);
+	// the kernel's own environment, its secret included, stays out.
+	if want := []string{"EVERYTHING_TEST", "GORACE", "HOME", "PATH"}; !slices.Equal(names, want) {
 		t.Errorf("the npm server's environment has %q, want exactly %q", names, want)
 	}
 
