@@ -487,7 +487,7 @@ func TestOversizedArgumentsAreRefusedEarly(t *testing.T) {
 		tool string
 		args map[string]string
 	}{
-		{"files.write", map[string]string{"path": "/public/big.txt", "content": strings.Repeat("A", 15<<20)}},
+		{"files.write", map[string]string{"path": "/public/big.txt", "content": over}},
 		{"files.search", map[string]string{"path": "/public", "query": over}},
 	} {
 		r := c.invoke(tt.tool, tt.args)
