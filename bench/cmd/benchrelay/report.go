@@ -475,7 +475,7 @@ func (r *report) analysis(w io.Writer) {
 	cold, directCold, echoCold, goStart := v("sharedos-mcp", "cold start:"), v("direct", "cold start:"), v("echo", "cold start:"), ms(r.spawns[1].d)
 	coldFaults, pageCost := v("sharedos-mcp", "minor page faults, spawn"), us(r.fault)
 	echoFaults := v("echo", "minor page faults, spawn")
-	fmt.Fprintf(w, "- **Cold start, %s.** Spawning echo and reading its first line back takes %s here (an empty static Go binary spawned to exit: %s; /bin/true: %s), and a running process dials the kernel and has hello answered in %s. serve takes %.0f minor page faults from spawn to exit after initialize, echo %.0f; one fault costs %s here, so the %.0f faults more come to about %s. The rest of what serve adds is the runtime and package initialisation of a larger program and its own dial, peer check and hello.\n",
+	fmt.Fprintf(w, "- **Cold start, %s.** Spawning echo and reading its first line back takes %s here (an empty static Go binary spawned to exit: %s; /bin/true: %s), and a running process dials the kernel and has hello answered in %s. serve takes %.0f minor page faults from spawn to exit after initialize, echo %.0f; one fault costs %s here, so the %.0f faults more come to about %s. The rest of what serve adds is the runtime and package initialisation of a larger program (most of it the packages the broker's Go MCP SDK links, which every command initialises: docs/adr/0023) and its own dial, peer check and hello.\n",
 		fmtMs(cold), fmtMs(echoCold), fmtMs(goStart), fmtMs(ms(r.spawns[0].d)), fmtMs(directCold),
 		coldFaults, echoFaults, fmtUs(pageCost), max(0, coldFaults-echoFaults), fmtMs(max(0, coldFaults-echoFaults)*pageCost/1000))
 
