@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/internal/doctor"
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
 	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
@@ -92,29 +92,11 @@ func printApproval(w io.Writer, a upstream.Approval, q *upstream.Quarantine) {
 	fmt.Fprintf(w, "approved %s.%s: %s changed\n", a.Upstream, a.Tool, joinWords(a.Changed))
 	if q != nil {
 		for _, f := range a.Changed {
-			fmt.Fprintf(w, "  %s was: %s\n", f, definitionField(q.PinnedDefinition, f))
-			fmt.Fprintf(w, "  %s now: %s\n", f, definitionField(q.PendingDefinition, f))
+			fmt.Fprintf(w, "  %s was: %s\n", f, doctor.DefinitionField(q.PinnedDefinition, f))
+			fmt.Fprintf(w, "  %s now: %s\n", f, doctor.DefinitionField(q.PendingDefinition, f))
 		}
 	}
 	fmt.Fprintf(w, "  sha256 %s -> %s\n", a.Previous, a.Hash)
-}
-
-// definitionField is one field of a canonical definition, as JSON cut to
-// keep the line readable, or "(none)".
-func definitionField(def json.RawMessage, field string) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(def, &m) != nil {
-		return "(unreadable)"
-	}
-	v, ok := m[field]
-	if !ok {
-		return "(none)"
-	}
-	const max = 400
-	if r := []rune(string(v)); len(r) > max {
-		return string(r[:max]) + "…"
-	}
-	return string(v)
 }
 
 func joinWords(w []string) string {

@@ -129,7 +129,7 @@ func (d *doctor) quarantined(name string, q upstream.Quarantine, u *Upstreams) {
 	fmt.Fprintf(&b, "%s is quarantined: its %s changed since it was pinned; it is not published until approved (seen %s)",
 		name, strings.Join(q.Changed, ", "), q.Since.UTC().Format(time.RFC3339))
 	for _, f := range q.Changed {
-		fmt.Fprintf(&b, "\n  %s pinned:  %s\n  %s offered: %s", f, field(q.PinnedDefinition, f), f, field(q.PendingDefinition, f))
+		fmt.Fprintf(&b, "\n  %s pinned:  %s\n  %s offered: %s", f, DefinitionField(q.PinnedDefinition, f), f, DefinitionField(q.PendingDefinition, f))
 	}
 	d.problem(b.String(), approveFix(name, u))
 }
@@ -139,8 +139,10 @@ func approveFix(name string, u *Upstreams) string {
 	return fmt.Sprintf("read what changed above; if you trust the new definition: %s kernel approve %s %s%s", prog, up, tool, u.ConfigArg)
 }
 
-// field is one field of a canonical definition, cut to stay readable.
-func field(def json.RawMessage, name string) string {
+// DefinitionField is one field of a canonical tool definition as JSON,
+// cut to keep a line readable; "(none)" when the definition has no such
+// field. doctor and kernel approve show what changed with it.
+func DefinitionField(def json.RawMessage, name string) string {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(def, &m) != nil {
 		return "(unreadable)"
