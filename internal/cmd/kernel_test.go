@@ -144,6 +144,103 @@ func TestKernelCommandRefusesASecondKernel(t *testing.T) {
 	}
 }
 
+// runningKernel is "sharedos-mcp kernel" run by Run in this process,
+// its stderr read a line at a time, for tests that signal it.
+type runningKernel struct {
+	t      *testing.T
+	sock   string
+	stderr *lineSignal
+	code   chan int
+	cancel context.CancelFunc
+}
+
+// startKernelCommand runs the kernel with config file cfg at logLevel, on a socket
+// of its own, and waits until it listens.
+func startKernelCommand(t *testing.T, cfg, logLevel string) *runningKernel {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	k := &runningKernel{t: t, sock: filepath.Join(dir, "k.sock"), stderr: &lineSignal{lines: make(chan string, 1024)}, code: make(chan int, 1), cancel: cancel}
+	go func() {
+		k.code <- Run(ctx, cli.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: k.stderr},
+			[]string{"kernel", "--config", cfg, "--socket", k.sock, "--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--log-level", logLevel})
+	}()
+	k.waitLine("kernel listening on " + k.sock)
+	return k
+}
+
+// waitLine waits for a line of the kernel's stderr that contains want.
+func (k *runningKernel) waitLine(want string) {
+	k.t.Helper()
+	for {
+		select {
+		case l := <-k.stderr.lines:
+			if strings.Contains(l, want) {
+				return
+			}
+		case c := <-k.code:
+			k.t.Fatalf("kernel exited %d before printing %q", c, want)
+		}
+	}
+}
+
+// reload sends SIGHUP, as an operator does, and waits for want.
+func (k *runningKernel) reload(want string) {
+	k.t.Helper()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		k.t.Fatal(err)
+	}
+	k.waitLine(want)
+}
+
+// toolNames is the catalogue a new turn of the integration cc is given.
+func (k *runningKernel) toolNames() string {
+	k.t.Helper()
+	conn, err := net.Dial("unix", k.sock)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	defer conn.Close()
+	r := jsonrpc.NewReader(conn, 0)
+	var names []string
+	for i, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"cc","shim":{"version":"t"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`,
+	} {
+		if _, err := conn.Write([]byte(line + "\n")); err != nil {
+			k.t.Fatal(err)
+		}
+		b, err := r.ReadLine()
+		if err != nil {
+			k.t.Fatal(err)
+		}
+		var list struct {
+			Result struct{ Tools []struct{ Name string } } `json:"result"`
+		}
+		if i == 1 && json.Unmarshal(b, &list) == nil {
+			for _, tl := range list.Result.Tools {
+				names = append(names, tl.Name)
+			}
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// stop ends the kernel as a signal would, and checks it exits 0.
+func (k *runningKernel) stop() {
+	k.t.Helper()
+	k.cancel()
+	k.waitLine("kernel stopped")
+	if c := <-k.code; c != 0 {
+		k.t.Fatalf("kernel exited %d", c)
+	}
+}
+
 // TestKernelReloadsItsConfigOnSIGHUP: a new config's grants apply to the
 // next turn; a config that does not load is refused and the running one
 // kept; the kernel says why it stops.
@@ -152,12 +249,6 @@ func TestKernelReloadsItsConfigOnSIGHUP(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "sk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "k.sock")
 	cfg := filepath.Join(t.TempDir(), "k.toml")
 	writeCfg := func(actions string) {
 		t.Helper()
@@ -167,87 +258,25 @@ func TestKernelReloadsItsConfigOnSIGHUP(t *testing.T) {
 		}
 	}
 	writeCfg(`"read", "list"`)
-
-	stderr := &lineSignal{lines: make(chan string, 256)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	code := make(chan int, 1)
-	go func() {
-		code <- Run(ctx, cli.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: stderr},
-			[]string{"kernel", "--config", cfg, "--socket", sock, "--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--log-level", "error"})
-	}()
-	waitLine := func(want string) {
-		t.Helper()
-		for {
-			select {
-			case l := <-stderr.lines:
-				if strings.Contains(l, want) {
-					return
-				}
-			case c := <-code:
-				t.Fatalf("kernel exited %d before printing %q", c, want)
-			}
-		}
-	}
-	waitLine("kernel listening on " + sock)
-	tools := func() int {
-		t.Helper()
-		conn, err := net.Dial("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		r := jsonrpc.NewReader(conn, 0)
-		var got int
-		for i, line := range []string{
-			`{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"cc","shim":{"version":"t"}}}`,
-			`{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`,
-		} {
-			if _, err := conn.Write([]byte(line + "\n")); err != nil {
-				t.Fatal(err)
-			}
-			b, err := r.ReadLine()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var list struct {
-				Result struct{ Tools []json.RawMessage } `json:"result"`
-			}
-			if i == 1 && json.Unmarshal(b, &list) == nil {
-				got = len(list.Result.Tools)
-			}
-		}
-		return got
-	}
-	if n := tools(); n != 2 {
-		t.Fatalf("before the reload the catalogue has %d tools, want files.list and files.read", n)
+	k := startKernelCommand(t, cfg, "error")
+	if got := k.toolNames(); got != "files.list,files.read" {
+		t.Fatalf("before the reload the catalogue is %q, want files.list and files.read", got)
 	}
 
 	writeCfg(`"read", "list", "search"`)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	waitLine("config reloaded")
-	if n := tools(); n != 3 {
-		t.Errorf("after the reload the catalogue has %d tools, want 3", n)
+	k.reload("config reloaded")
+	if got := k.toolNames(); got != "files.list,files.read,files.search" {
+		t.Errorf("after the reload the catalogue is %q, want files.search too", got)
 	}
 
 	if err := os.WriteFile(cfg, []byte("[files]\nroot = 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
+	k.reload("reload refused, the running config is kept")
+	if got := k.toolNames(); got != "files.list,files.read,files.search" {
+		t.Errorf("after a refused reload the catalogue is %q, want the 3 tools it had", got)
 	}
-	waitLine("reload refused, the running config is kept")
-	if n := tools(); n != 3 {
-		t.Errorf("after a refused reload the catalogue has %d tools, want the 3 it had", n)
-	}
-
-	cancel()
-	waitLine("kernel stopped")
-	if c := <-code; c != 0 {
-		t.Fatalf("kernel exited %d", c)
-	}
+	k.stop()
 }
 
 // TestKernelReloadStartsAndStopsUpstreams: a SIGHUP that adds an
@@ -258,12 +287,6 @@ func TestKernelReloadStartsAndStopsUpstreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "sk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "k.sock")
 	cfg := filepath.Join(t.TempDir(), "k.toml")
 	state := filepath.Join(t.TempDir(), "state")
 	grant := "\n[[grant]]\nsubject = \"integration:cc\"\nresource = \"sharedos:/escalate\"\nactions = [\"escalate\"]\n"
@@ -280,84 +303,21 @@ func TestKernelReloadStartsAndStopsUpstreams(t *testing.T) {
 	root := t.TempDir()
 	files := "[files]\nroot = " + strconv.Quote(root) + "\n"
 	write(files + grant)
-
-	stderr := &lineSignal{lines: make(chan string, 1024)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	code := make(chan int, 1)
-	go func() {
-		code <- Run(ctx, cli.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: stderr},
-			[]string{"kernel", "--config", cfg, "--socket", sock, "--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--log-level", "info"})
-	}()
-	waitLine := func(want string) {
-		t.Helper()
-		for {
-			select {
-			case l := <-stderr.lines:
-				if strings.Contains(l, want) {
-					return
-				}
-			case c := <-code:
-				t.Fatalf("kernel exited %d before printing %q", c, want)
-			}
-		}
-	}
-	listed := func() []string {
-		t.Helper()
-		conn, err := net.Dial("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		r := jsonrpc.NewReader(conn, 0)
-		var names []string
-		for i, line := range []string{
-			`{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"cc","shim":{"version":"t"}}}`,
-			`{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`,
-		} {
-			if _, err := conn.Write([]byte(line + "\n")); err != nil {
-				t.Fatal(err)
-			}
-			b, err := r.ReadLine()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var list struct {
-				Result struct{ Tools []struct{ Name string } } `json:"result"`
-			}
-			if i == 1 && json.Unmarshal(b, &list) == nil {
-				for _, tl := range list.Result.Tools {
-					names = append(names, tl.Name)
-				}
-			}
-		}
-		return names
-	}
-	waitLine("kernel listening on " + sock)
-	if got := listed(); strings.Join(got, ",") != "sharedos.escalate" {
+	k := startKernelCommand(t, cfg, "info")
+	if got := k.toolNames(); got != "sharedos.escalate" {
 		t.Fatalf("before the reload: %v", got)
 	}
 
 	write(files + grant + up)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	waitLine(`"message":"upstream ready"`)
-	if got := listed(); strings.Join(got, ",") != "sharedos.escalate,test.echo" {
+	k.reload(`"message":"upstream ready"`)
+	if got := k.toolNames(); got != "sharedos.escalate,test.echo" {
 		t.Errorf("after adding the upstream: %v", got)
 	}
 
 	write(files + grant)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	waitLine("upstream stopped: its [[upstream]] was removed or changed")
-	if got := listed(); strings.Join(got, ",") != "sharedos.escalate" {
+	k.reload("upstream stopped: its [[upstream]] was removed or changed")
+	if got := k.toolNames(); got != "sharedos.escalate" {
 		t.Errorf("after removing the upstream: %v", got)
 	}
-	cancel()
-	waitLine("kernel stopped")
-	if c := <-code; c != 0 {
-		t.Fatalf("kernel exited %d", c)
-	}
+	k.stop()
 }
