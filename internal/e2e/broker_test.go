@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,35 +45,7 @@ func startBrokerKernel(t *testing.T, config string, ready ...string) *brokerKern
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	sock := filepath.Join(sockDir, "k.sock")
-	k := &refKernel{sock: sock, audit: filepath.Join(dir, "audit.jsonl"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	k.cmd = exec.Command(testbin.Path(t), "kernel", "--config", file, "--socket", sock, "--audit", k.audit)
-	pipe, err := k.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(pipe)
-	first, err := br.ReadString('\n')
-	if err != nil || !strings.Contains(first, "kernel listening on "+sock) {
-		k.cmd.Process.Kill()
-		k.cmd.Wait()
-		t.Fatalf("kernel did not start: %q %v", first, err)
-	}
-	go func() {
-		br.WriteTo(k.stderr)
-		k.err = k.cmd.Wait()
-		close(k.done)
-	}()
-	t.Cleanup(func() {
-		k.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-k.done:
-		case <-time.After(30 * time.Second):
-			k.cmd.Process.Kill()
-		}
-	})
+	k := runKernelProcess(t, sock, filepath.Join(dir, "audit.jsonl"), "--config", file)
 	bk := &brokerKernel{refKernel: k, state: state}
 	for _, name := range ready {
 		bk.waitReady(t, name)

@@ -341,8 +341,17 @@ func (k *refKernel) wait() error {
 
 func startRefKernel(t *testing.T, root, sock, audit string) *refKernel {
 	t.Helper()
+	return runKernelProcess(t, sock, audit, "--root", root)
+}
+
+// runKernelProcess runs the built binary as "kernel --socket sock --audit
+// audit args..." and waits until it listens. Its stderr after that first
+// line is kept. Cleanup ends it with SIGTERM, as an operator would, and
+// kills it if it has not exited within 30 s.
+func runKernelProcess(t *testing.T, sock, audit string, args ...string) *refKernel {
+	t.Helper()
 	k := &refKernel{sock: sock, audit: audit, stderr: &syncBuffer{}, done: make(chan struct{})}
-	k.cmd = exec.Command(testbin.Path(t), "kernel", "--root", root, "--socket", sock, "--audit", audit)
+	k.cmd = exec.Command(testbin.Path(t), append([]string{"kernel", "--socket", sock, "--audit", audit}, args...)...)
 	pipe, err := k.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -363,10 +372,12 @@ func startRefKernel(t *testing.T, root, sock, audit string) *refKernel {
 		close(k.done)
 	}()
 	t.Cleanup(func() {
-		k.cmd.Process.Kill()
+		k.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-k.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
+			k.cmd.Process.Kill()
+			<-k.done
 		}
 	})
 	return k
