@@ -66,26 +66,15 @@ func wantAuditUnavailable(t *testing.T, what string, r kproto.InvokeResult) {
 	}
 }
 
-func TestAnUnwritableAuditLogRefusesCallsUntilItWorks(t *testing.T) {
-	sink := &failingSink{}
-	h := startKernel(t, writerGrants(t), failing(sink))
-	c := h.dial()
-	c.hello("cc")
-	c.list()
-	a := filepath.Join(h.root, "public", "a.txt")
-
-	sink.fail.Store(true)
-	wantAuditUnavailable(t, "a new file", c.invoke("files.write", map[string]string{"path": "/public/new.txt", "content": "x"}))
-	wantAuditUnavailable(t, "an overwrite", c.invoke("files.write", map[string]string{"path": "/public/a.txt", "content": "x"}))
-	wantAuditUnavailable(t, "a read", c.invoke("files.read", map[string]string{"path": "/public/a.txt"}))
-	wantAuditUnavailable(t, "sharedos.escalate", c.invoke("sharedos.escalate", map[string]string{"reason": "help"}))
-	if code := errorCode(t, c.call(kproto.MethodEscalate, kproto.EscalateParams{CallID: "e1", Reason: "help"})); code != codeAuditUnavailable {
-		t.Errorf("turn.escalate: data.code %q, want audit_unavailable", code)
-	}
+// wantNothingWrittenAndServing checks what refused writes to
+// /public/new.txt and /public/a.txt must leave: no new file, a.txt as it
+// was, and a kernel that still answers and has not exited.
+func wantNothingWrittenAndServing(t *testing.T, h *kernelHarness, c *testClient) {
+	t.Helper()
 	if _, err := os.Lstat(filepath.Join(h.root, "public", "new.txt")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("an unrecorded write created its file (%v)", err)
 	}
-	if got := mustRead(t, a); got != "hello world\nsecond line\n" {
+	if got := mustRead(t, filepath.Join(h.root, "public", "a.txt")); got != "hello world\nsecond line\n" {
 		t.Errorf("an unrecorded write changed a.txt to %q", got)
 	}
 	if m := c.call(kproto.MethodPing, struct{}{}); m.Error != nil {
@@ -96,6 +85,24 @@ func TestAnUnwritableAuditLogRefusesCallsUntilItWorks(t *testing.T) {
 		t.Fatalf("the kernel exited: %v", err)
 	default:
 	}
+}
+
+func TestAnUnwritableAuditLogRefusesCallsUntilItWorks(t *testing.T) {
+	sink := &failingSink{}
+	h := startKernel(t, writerGrants(t), failing(sink))
+	c := h.dial()
+	c.hello("cc")
+	c.list()
+
+	sink.fail.Store(true)
+	wantAuditUnavailable(t, "a new file", c.invoke("files.write", map[string]string{"path": "/public/new.txt", "content": "x"}))
+	wantAuditUnavailable(t, "an overwrite", c.invoke("files.write", map[string]string{"path": "/public/a.txt", "content": "x"}))
+	wantAuditUnavailable(t, "a read", c.invoke("files.read", map[string]string{"path": "/public/a.txt"}))
+	wantAuditUnavailable(t, "sharedos.escalate", c.invoke("sharedos.escalate", map[string]string{"reason": "help"}))
+	if code := errorCode(t, c.call(kproto.MethodEscalate, kproto.EscalateParams{CallID: "e1", Reason: "help"})); code != codeAuditUnavailable {
+		t.Errorf("turn.escalate: data.code %q, want audit_unavailable", code)
+	}
+	wantNothingWrittenAndServing(t, h, c)
 
 	// The log works again: the next calls go through, and the turn was
 	// never escalated.
