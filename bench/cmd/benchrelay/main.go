@@ -66,7 +66,7 @@ func main() {
 	flag.IntVar(&o.load.sequential, "calls", 2000, "sequential calls timed per run")
 	flag.IntVar(&o.load.pipelined, "pipelined", 20000, "calls written without waiting, per run")
 	flag.IntVar(&o.payloadReps, "payload-reps", 7, "payload calls timed per kind and size, per run, after a first one")
-	flag.StringVar(&o.peers, "peers", "direct,minrelay,sharedos-mcp,gosdk,node", "comma-separated peers to measure besides echo, which is always measured")
+	flag.StringVar(&o.peers, "peers", "direct,minrelay,sharedos-mcp,gosdk,node", "comma-separated peers to measure besides echo and the lockstep relay, the floors always measured")
 	flag.BoolVar(&o.markdown, "markdown", false, "write BENCHMARKS.md to stdout: machine, commands, tables and micro-benchmarks")
 	flag.BoolVar(&o.micro, "micro", true, "with -markdown, also run the go test micro-benchmarks")
 	flag.StringVar(&o.shim, "shim", "", "measure this sharedos-mcp `binary` instead of building one from the tree (to compare builds)")
@@ -109,15 +109,18 @@ func run(o options, out io.Writer) error {
 	}
 	for _, b := range []struct{ out, pkg string }{
 		{"gosdk-peer", "./bench/gosdk"}, {"gofloor", "./bench/cmd/gofloor"}, {"echo", "./bench/cmd/echo"}, {"minrelay", "./bench/cmd/minrelay"},
+		{"lockstep", "./bench/cmd/lockstep"},
 	} {
 		if err := goBuild(bin(b.out), b.pkg); err != nil {
 			return err
 		}
 	}
 	floorCmds := [][]string{{"/bin/true"}, {bin("gofloor")}, {shimBin, "version"}}
-	floorNames := []string{"/bin/true", "an empty static Go binary (bench/cmd/gofloor)", "sharedos-mcp version"}
+	floorNames := []string{"/bin/true", "an empty static Go binary (bench/cmd/gofloor)", versionFloor}
 	echo := peer{key: "echo", label: "echo (floor)", echo: true, size: fileSize(bin("echo")),
 		command: func(string) *exec.Cmd { return exec.Command(bin("echo")) }}
+	lockstep := peer{key: "lockstep", label: "lockstep relay (floor)", lockstep: true, size: fileSize(bin("lockstep")),
+		command: func(s string) *exec.Cmd { return exec.Command(bin("lockstep"), "-socket", s) }}
 	all := map[string]peer{
 		"direct": {key: "direct", label: "direct (floor)"},
 		"minrelay": {key: "minrelay", label: "minimal relay (floor)", size: fileSize(bin("minrelay")),
@@ -129,7 +132,7 @@ func run(o options, out io.Writer) error {
 		"gosdk": {key: "gosdk", label: "Go SDK v1.8.0", size: fileSize(bin("gosdk-peer")),
 			command: func(s string) *exec.Cmd { return exec.Command(bin("gosdk-peer"), "-socket", s) }},
 	}
-	peers := []peer{echo}
+	peers := []peer{echo, lockstep}
 	for _, k := range strings.Split(o.peers, ",") {
 		if k == "node" {
 			p, err := nodePeer()
@@ -230,7 +233,8 @@ func run(o options, out io.Writer) error {
 }
 
 // measure runs one peer through everything once. echo does what it can:
-// cold starts, calls and payloads, each answered with itself.
+// cold starts, calls and payloads, each answered with itself; the
+// lockstep relay only cold starts and calls.
 func measure(p peer, ks kernels, ps payloads, o options) (sample, error) {
 	s := sample{listFirst: map[int]time.Duration{}, payload: map[payloadKey]payloadStats{}, rssLoad: map[int]int64{}}
 	cold, u, err := coldStart(p, ks.synth[catalogueSizes[0]], o.cold)
@@ -245,6 +249,9 @@ func measure(p peer, ks kernels, ps payloads, o options) (sample, error) {
 	s.synth, s.rssCalls, err = calls(p, syn, o.load)
 	if err != nil {
 		return s, fmt.Errorf("calls through the synthetic kernel: %w", err)
+	}
+	if p.lockstep {
+		return s, nil
 	}
 	for _, n := range payloadSizes {
 		if err := payloadSession(p, ks.payload, ps, n, o.payloadReps, payloadKinds, &s); err != nil {

@@ -20,6 +20,9 @@ type peer struct {
 	command    func(socket string) *exec.Cmd
 	size       int64 // bytes on disk to run it; 0 when not applicable
 	echo       bool  // bench/cmd/echo: answers every line with itself
+	// lockstep is bench/cmd/lockstep: a floor measured only for what it
+	// bounds (cold start, calls one at a time), never compared as a relay.
+	lockstep bool
 }
 
 // sample is what one run measured for one peer.

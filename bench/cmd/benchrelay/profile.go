@@ -74,6 +74,10 @@ func payloadScenario(k payloadKind) func(p peer, ks kernels, o options) ([]time.
 	}
 }
 
+// lockstepScenarios are those the lockstep relay can run: it answers
+// nothing but initialize and tools/call.
+var lockstepScenarios = map[string]bool{"cold": true, "calls": true, "pipelined": true}
+
 func scenarioNames() []string {
 	var names []string
 	for n := range scenarios {
@@ -91,6 +95,9 @@ func profileScenario(o options, peers []peer, ks kernels, out io.Writer) error {
 		return fmt.Errorf("unknown scenario %q: use %s", o.profile, strings.Join(scenarioNames(), ", "))
 	}
 	for _, p := range peers {
+		if p.lockstep && !lockstepScenarios[o.profile] {
+			continue
+		}
 		if p.command != nil && o.wrap != "" {
 			inner := p.command
 			p.command = func(socket string) *exec.Cmd {

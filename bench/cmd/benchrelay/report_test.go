@@ -18,16 +18,16 @@ func fakeSample(p peer, f float64) sample {
 	}
 	for _, n := range payloadSizes {
 		for _, k := range payloadKinds {
-			if p.echo && k != argument {
+			if p.echo && k != argument || p.lockstep {
 				continue
 			}
 			s.payload[payloadKey{k, n}] = payloadStats{first: d(time.Duration(n) * 4), warm: d(time.Duration(n) * 2)}
 		}
-		if p.command != nil {
+		if p.command != nil && !p.lockstep {
 			s.rssLoad[n] = int64(3*n) + 8<<20
 		}
 	}
-	if p.echo {
+	if p.echo || p.lockstep {
 		s.coldRSS, s.coldFault = 2<<20, 200
 		return s
 	}
@@ -46,13 +46,13 @@ func fakeReport(keys ...string) *report {
 	r := &report{opts: options{runs: 2, cold: 3, payloadReps: 2}, results: map[string][]sample{},
 		loadStart: "1.00 1.00 1.00", loadEnd: "2.00 2.00 2.00", fault: 3 * time.Microsecond,
 		decode: 150 * time.Millisecond, valid: 15 * time.Millisecond,
-		spawns: []spawnFloor{{"/bin/true", time.Millisecond, 50}, {"gofloor", 2 * time.Millisecond, 150}, {"version", 5 * time.Millisecond, 300}}}
+		spawns: []spawnFloor{{"/bin/true", time.Millisecond, 50}, {"gofloor", 2 * time.Millisecond, 150}, {versionFloor, 5 * time.Millisecond, 300}}}
 	for i, k := range keys {
 		p := peer{key: k, label: k}
 		if k != "direct" {
 			p.command = func(string) *exec.Cmd { return nil }
 		}
-		p.echo = k == "echo"
+		p.echo, p.lockstep = k == "echo", k == "lockstep"
 		r.peers = append(r.peers, p)
 		for run := range 2 {
 			r.results[k] = append(r.results[k], fakeSample(p, 1+float64(i)/2+float64(run)/10))
@@ -63,7 +63,7 @@ func fakeReport(keys ...string) *report {
 
 func TestDocumentHasEveryTargetRow(t *testing.T) {
 	var b bytes.Buffer
-	r := fakeReport("echo", "direct", "minrelay", "sharedos-mcp", "gosdk", "node")
+	r := fakeReport("echo", "lockstep", "direct", "minrelay", "sharedos-mcp", "gosdk", "node")
 	if err := r.document(&b); err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +106,42 @@ func TestTablesWithoutSomePeersSayWhatWasNotMeasured(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("BENCHMARKS.md lacks %q", want)
 		}
+	}
+}
+
+// A missed target that no relay could meet here says what bounds it; one
+// that a floor does not bound says nothing more.
+func TestMissedTargetsNameTheFloorThatBoundsThem(t *testing.T) {
+	r := fakeReport("echo", "lockstep", "direct", "sharedos-mcp", "node")
+	set := func(key string, p50, cold time.Duration) {
+		for i := range r.results[key] {
+			r.results[key][i].synth.p50, r.results[key][i].cold = p50, cold
+		}
+	}
+	set("echo", 8*time.Microsecond, 1700*time.Microsecond)
+	set("direct", 12*time.Microsecond, 200*time.Microsecond)
+	set("lockstep", 31*time.Microsecond, 2*time.Millisecond)
+	set("sharedos-mcp", 45*time.Microsecond, 4*time.Millisecond)
+	set("node", time.Millisecond, 270*time.Millisecond)
+	r.spawns[2].d = 3800 * time.Microsecond
+	var b bytes.Buffer
+	r.targets(&b)
+	doc := b.String()
+	for _, want := range []string{
+		"| **no**; bounded: the lockstep relay, the least any relay does, adds 19.0 µs (2.38×) |",
+		"| **no**; bounded: sharedos-mcp version spawned to exit takes 3.80 ms (2.00×) before serve does anything (docs/adr/0023) |",
+		"| **no**; bounded: the Node peer is 71.05× the time sharedos-mcp version takes to spawn and exit |",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("targets lack %q:\n%s", want, doc)
+		}
+	}
+
+	// A lockstep relay within the target bounds nothing.
+	set("lockstep", 20*time.Microsecond, 2*time.Millisecond)
+	b.Reset()
+	r.targets(&b)
+	if strings.Contains(b.String(), "the lockstep relay, the least") {
+		t.Errorf("a lockstep relay under the target is named as its bound:\n%s", b.String())
 	}
 }
