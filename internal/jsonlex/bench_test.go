@@ -43,15 +43,3 @@ func BenchmarkLexStringEscapeDense(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkAppendEscapedASCIIEscapeDense escapes the same string again,
-// as the shim writes an output's text block.
-func BenchmarkAppendEscapedASCIIEscapeDense(b *testing.B) {
-	src := sourceLikeString(512 << 10)
-	buf := make([]byte, 0, 2*len(src))
-	b.SetBytes(int64(len(src)))
-	b.ReportAllocs()
-	for b.Loop() {
-		buf, _ = AppendEscapedASCII(buf[:0], src, 0)
-	}
-}
