@@ -3,6 +3,7 @@ package jsonlex
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -288,6 +289,47 @@ func TestSkipPlain(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestAppendEscapedASCIIAnyCapacity escapes text with every kind of
+// escape into buffers of every capacity, so that the word-at-a-time
+// stores meet the end of the buffer at every offset: the bytes are a
+// byte loop's, and a buffer that has room for them is used, not grown.
+func TestAppendEscapedASCIIAnyCapacity(t *testing.T) {
+	s := "\x01\x02\x03\x04\x05\x06\x07\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17 if x {\n\treturn \"a\\b\"\x01\x1f\x7f\b\f\r} plain words, some more plain words\"\"\\\\\x00\xc3\xa9tail"
+	stop := strings.IndexByte(s, 0xc3)
+	want := []byte("pre")
+	for i := range stop {
+		switch b := s[i]; {
+		case b == '"' || b == '\\':
+			want = append(want, '\\', b)
+		case b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
+			want = append(want, '\\', "btn fr"[b-'\b'])
+		case b < 0x20:
+			want = append(want, fmt.Sprintf(`\u%04x`, b)...)
+		default:
+			want = append(want, b)
+		}
+	}
+	for c := 3; c <= len(want)+64; c++ {
+		// The buffer's capacity ends where guard bytes begin, which
+		// the stores must not reach.
+		mem := bytes.Repeat([]byte{0xAA}, c+64)
+		dst := append(mem[:0:c], "pre"...)
+		got, j := AppendEscapedASCII(dst, s, 0)
+		if string(got) != string(want) || j != stop {
+			t.Fatalf("capacity %d: %q, stop %d; want %q, stop %d", c, got, j, want, stop)
+		}
+		if fits := c >= len(want); fits != (&got[0] == &dst[0]) {
+			t.Fatalf("capacity %d for %d bytes: the buffer was grown %v", c, len(want), !fits)
+		}
+		if guard := mem[c:]; !bytes.Equal(guard, bytes.Repeat([]byte{0xAA}, 64)) {
+			t.Fatalf("capacity %d: written past the capacity: %q", c, guard)
+		}
+		if gotb, j := AppendEscapedASCII(dst, []byte(s), 0); string(gotb) != string(want) || j != stop {
+			t.Fatalf("[]byte, capacity %d: %q, stop %d; want %q, stop %d", c, gotb, j, want, stop)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package jsonlex
 
 import (
 	"bytes"
+	"encoding/binary"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The module writes JSON strings under two contracts: the bytes
@@ -20,33 +22,130 @@ const hexDigits = "0123456789abcdef"
 // \b \f \n \r \t are written by name, the other control characters as
 // \u00xx in lowercase hex; every other ASCII byte, DEL included, is
 // written as it is.
+//
+// A large output's text block is this over megabytes of text like
+// source code, with a stop every dozen bytes, so it does not append: it
+// stores into dst's spare capacity, a plain word as it is and a word with
+// a stop a byte at a time through a table of what each byte becomes.
+// dst is grown (make and copy) only when a write would not fit; a caller
+// that escapes large text sizes dst for it.
 func AppendEscapedASCII[T ~string | ~[]byte](dst []byte, s T, i int) ([]byte, int) {
-	start := i
-	for {
-		i = SkipPlain(s, i, StopNonASCII)
-		if i == len(s) || s[i] >= utf8.RuneSelf {
-			return append(dst, s[start:i]...), i
+	// One body for both kinds of s, compiled outside the generic code
+	// (whose shaped form does not inline the stores): a slice header
+	// begins with a string's, and s is only read.
+	return appendEscapedASCII(dst, *(*string)(unsafe.Pointer(&s)), i)
+}
+
+func appendEscapedASCII(dst []byte, s string, i int) ([]byte, int) {
+	k, d := len(dst), dst[:cap(dst)]
+	for i < len(s) {
+		// A word at a time, stored as it is if it has no stop, else a
+		// byte at a time through the table: every load's address is
+		// known ahead, so none waits for where the last stop was. There
+		// is room for eight escapes of six bytes, each stored as eight,
+		// so the stores are unchecked.
+		if i+8 <= len(s) && len(d)-k >= 8*6+2 {
+			p := unsafe.Pointer(unsafe.SliceData(d))
+			w := s[i : i+8]
+			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+			if StopNonASCII.flags(x) == 0 {
+				store8(p, k, x)
+				i, k = i+8, k+8
+				continue
+			}
+			if x&0x8080808080808080 == 0 { // written out: Go does not unroll loops
+				e := escapes[byte(x)]
+				store8(p, k, e)
+				k += int(e >> 56)
+				e = escapes[byte(x>>8)]
+				store8(p, k, e)
+				k += int(e >> 56)
+				e = escapes[byte(x>>16)]
+				store8(p, k, e)
+				k += int(e >> 56)
+				e = escapes[byte(x>>24)]
+				store8(p, k, e)
+				k += int(e >> 56)
+				e = escapes[byte(x>>32)]
+				store8(p, k, e)
+				k += int(e >> 56)
+				e = escapes[byte(x>>40)]
+				store8(p, k, e)
+				k += int(e >> 56)
+				e = escapes[byte(x>>48)]
+				store8(p, k, e)
+				k += int(e >> 56)
+				e = escapes[byte(x>>56)]
+				store8(p, k, e)
+				k += int(e >> 56)
+				i += 8
+				continue
+			}
 		}
-		dst = append(dst, s[start:i]...)
-		switch b := s[i]; b {
-		case '"', '\\':
-			dst = append(dst, '\\', b)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+		// The last bytes of s or of d's capacity: a run of plain bytes
+		// copied, or one escape, growing d when it is full.
+		if j := SkipPlain(s, i, StopNonASCII); j > i {
+			if len(d)-k < j-i {
+				d = grow(d[:k], len(s)-i)
+			}
+			k += copy(d[k:], s[i:j])
+			i = j
+			continue
 		}
-		i++
-		start = i
+		b := s[i]
+		if b >= utf8.RuneSelf {
+			break
+		}
+		e := escapes[b]
+		n := int(e >> 56)
+		if len(d)-k < n {
+			d = grow(d[:k], len(s)-i)
+		}
+		for j := range n {
+			d[k+j] = byte(e >> (8 * j))
+		}
+		i, k = i+1, k+n
 	}
+	return d[:k], i
+}
+
+// store8 stores v at p+k, its lowest byte first (as one unaligned store
+// where the processor has them, bytes one by one where it does not). The
+// caller has checked that the eight bytes are inside its buffer.
+func store8(p unsafe.Pointer, k int, v uint64) {
+	binary.LittleEndian.PutUint64((*[8]byte)(unsafe.Add(p, k))[:], v)
+}
+
+// escapes is what AppendEscapedASCII writes for each ASCII byte: its
+// bytes in the low six bytes of the word, first byte lowest, and how many
+// there are in the top byte. It has a (zero) word for every byte value so
+// that indexing it needs no check; bytes at or above 0x80 never reach it.
+var escapes = func() (t [256]uint64) {
+	for b := range utf8.RuneSelf {
+		switch b {
+		case '"', '\\':
+			t[b] = '\\' | uint64(b)<<8 | 2<<56
+		case '\b', '\f', '\n', '\r', '\t':
+			t[b] = '\\' | uint64("btn fr"[b-'\b'])<<8 | 2<<56
+		default:
+			if b < 0x20 {
+				t[b] = '\\' | 'u'<<8 | '0'<<16 | '0'<<24 | uint64(hexDigits[b>>4])<<32 | uint64(hexDigits[b&0xF])<<40 | 6<<56
+			} else {
+				t[b] = uint64(b) | 1<<56
+			}
+		}
+	}
+	return t
+}()
+
+// grow returns a buffer holding dst with room for about n more bytes of
+// mostly plain text, and at least twice dst's capacity, made rather than
+// appended to so that what is not yet written is not touched.
+func grow(dst []byte, n int) []byte {
+	d := make([]byte, len(dst), max(2*cap(dst), len(dst)+n+n/8+16))
+	copy(d, dst)
+	return d[:cap(d)]
 }
 
 // Surrogates is what AppendUnescaped makes of a \u escape that names a

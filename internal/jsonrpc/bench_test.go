@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -98,5 +99,38 @@ func BenchmarkAppendString(b *testing.B) {
 		for _, s := range strs {
 			buf = AppendString(buf, s)
 		}
+	}
+}
+
+// sourceLikeOutput is a JSON text of about n bytes as a tool with
+// structured results returns a file: {"text":"..."} around lines that
+// read like source code, so about one byte in twelve of the string is an
+// escape and, written again as a JSON string, about one in six is.
+func sourceLikeOutput(n int) []byte {
+	lines := []string{
+		"func step%d(ctx context.Context, n int) error {\n",
+		"\tif n > %d {\n",
+		"\t\treturn fmt.Errorf(\"step %d: too many: %%d\", n)\n",
+		"\t}\n\t// Keep the first %d entries; the rest wait for the next pass.\n",
+		"\treturn nil // %d\n}\n\n",
+	}
+	b := append(make([]byte, 0, n+128), `{"text":"`...)
+	for i := 0; len(b) < n-2; i++ {
+		esc := AppendString(nil, fmt.Sprintf(lines[i%len(lines)], i))
+		b = append(b, esc[1:len(esc)-1]...)
+	}
+	return append(b, `"}`...)
+}
+
+// BenchmarkAppendStringBodyEscapeDense escapes one piece of a large
+// output's text as the shim writes its text block: escape-dense ASCII,
+// into a buffer with room for it.
+func BenchmarkAppendStringBodyEscapeDense(b *testing.B) {
+	text := sourceLikeOutput(512 << 10)
+	buf := make([]byte, 0, 2*len(text))
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendStringBody(buf[:0], text)
 	}
 }
