@@ -444,41 +444,78 @@ type reply struct {
 	buf    [6][]byte
 }
 
-// textPiece is how much of an output's text is escaped for one write.
-// Relaying 4 MiB outputs, pieces of 64 KiB to 512 KiB took the same time
-// (within the noise of the machine), and 128 KiB peaked about 0.5 MB
-// lower than 512 KiB: the scratch buffer is 1.5 pieces, touched whole.
-const textPiece = 128 << 10
+// textPiece is how much of an output's text is escaped at a time, and
+// textAhead how much of it may be escaped and not yet written. On a
+// non-blocking stdout the text is escaped while the client reads what was
+// written before it: a piece is escaped, as much as the pipe takes is
+// written without waiting, and the next piece is escaped, until textAhead
+// is waiting; only then does the writer wait for the pipe. Escaping in
+// small pieces keeps the pipe (64 KiB unless the harness made it larger)
+// from running dry while a piece is escaped (ADR 0025).
+const (
+	textPiece = 32 << 10
+	textAhead = 4 * textPiece
+)
 
-// writeTo writes the line with write, in one or more calls, escaping the
-// text into *scratch (kept for the next reply).
-func (r *reply) writeTo(write func([][]byte) error, scratch *[]byte) error {
+// lineWriter is where a reply is written: write writes bufs whole,
+// writeSome what the output takes now without waiting, returning the rest.
+type lineWriter interface {
+	write(bufs [][]byte) error
+	writeSome(bufs [][]byte) ([][]byte, error)
+}
+
+// writeTo writes the line to w, escaping the text into *scratch (kept for
+// the next reply) as it goes.
+func (r *reply) writeTo(w lineWriter, scratch *[]byte) error {
 	if r.text == nil {
-		return write(r.pieces)
+		return w.write(r.pieces)
 	}
-	var bufs [8][]byte
-	out := append(bufs[:0], r.pieces[:r.at]...)
+	var bufs [24][]byte
+	queue := append(bufs[:0], r.pieces[:r.at]...)
 	buf := *scratch
-	if cap(buf) < textPiece+textPiece/4 {
-		buf = make([]byte, 0, textPiece+textPiece/2)
+	if cap(buf) < textAhead+textAhead/4+2*textPiece {
+		buf = make([]byte, 0, textAhead+textAhead/4+2*textPiece)
 	}
+	defer func() { *scratch = buf[:0] }()
 	for rest := r.text; ; {
-		cut := jsonrpc.CutString(rest, textPiece)
-		buf = jsonrpc.AppendStringBody(buf[:0], rest[:cut])
-		rest = rest[cut:]
-		out = append(out, buf)
-		if len(rest) == 0 {
-			out = append(out, r.pieces[r.at:]...)
+		if len(rest) > 0 && queuedBytes(queue) < textAhead {
+			if len(queue) == 0 {
+				buf = buf[:0] // everything escaped before is written
+			}
+			cut := jsonrpc.CutString(rest, textPiece)
+			start := len(buf)
+			buf = jsonrpc.AppendStringBody(buf, rest[:cut])
+			rest = rest[cut:]
+			queue = append(queue, buf[start:len(buf):len(buf)])
+			if len(rest) == 0 {
+				queue = append(queue, r.pieces[r.at:]...)
+			}
+			left, err := w.writeSome(queue)
+			if err != nil {
+				return err
+			}
+			queue = append(bufs[:0], left...)
+			if len(queue) > 0 || len(rest) > 0 {
+				continue
+			}
+			return nil
 		}
-		if err := write(out); err != nil {
-			*scratch = buf
+		if err := w.write(queue); err != nil {
 			return err
 		}
-		if out = bufs[:0]; len(rest) == 0 {
-			*scratch = buf
+		if queue = bufs[:0]; len(rest) == 0 {
 			return nil
 		}
 	}
+}
+
+// queuedBytes is how many bytes bufs hold.
+func queuedBytes(bufs [][]byte) int {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	return n
 }
 
 // bytes is the line in one buffer.

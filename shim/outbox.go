@@ -175,7 +175,7 @@ func (o *outbox) drain(mine *slot, r *reply) (took bool) {
 				err = o.write(bufs[:at])
 			}
 			if err == nil {
-				err = r.writeTo(o.write, &o.s.text)
+				err = r.writeTo(o, &o.s.text)
 			}
 			if err == nil && at < len(bufs) {
 				err = o.write(bufs[at:])
@@ -292,15 +292,38 @@ func (o *outbox) write(bufs [][]byte) error {
 	return err
 }
 
+// writeSome writes what stdout takes now of bufs and returns the rest:
+// all of it on a blocking file, or a writer that is not a file.
+func (o *outbox) writeSome(bufs [][]byte) ([][]byte, error) {
+	if o.fd != nil {
+		rest, err := writevSome(o.fd, bufs)
+		if err != errNoWritev {
+			return rest, err
+		}
+	}
+	return nil, o.write(bufs)
+}
+
 // errNoWritev is a file writev cannot be used on.
 var errNoWritev = &os.PathError{Op: "writev", Err: unix.ENOTSUP}
 
 // writev writes bufs to f whole, in as few writev calls as the kernel
 // takes them, waiting in the runtime's poller if f is non-blocking.
 func writev(f *os.File, bufs [][]byte) error {
+	_, err := writevUntil(f, bufs, true)
+	return err
+}
+
+// writevSome writes what f takes of bufs without waiting for it, and
+// returns the rest (none on a blocking f, which takes everything).
+func writevSome(f *os.File, bufs [][]byte) ([][]byte, error) {
+	return writevUntil(f, bufs, false)
+}
+
+func writevUntil(f *os.File, bufs [][]byte, wait bool) ([][]byte, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return errNoWritev
+		return bufs, errNoWritev
 	}
 	var werr error
 	err = rc.Write(func(fd uintptr) bool {
@@ -311,7 +334,7 @@ func writev(f *os.File, bufs [][]byte) error {
 			case unix.EINTR:
 				continue
 			case unix.EAGAIN:
-				return false
+				return !wait
 			default:
 				werr = &os.PathError{Op: "write", Path: f.Name(), Err: err}
 				return true
@@ -328,9 +351,9 @@ func writev(f *os.File, bufs [][]byte) error {
 		return true
 	})
 	if werr != nil {
-		return werr
+		return bufs, werr
 	}
-	return err
+	return bufs, err
 }
 
 // ring is the list of ordered answers not yet written, in arrival order.

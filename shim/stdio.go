@@ -30,6 +30,10 @@ import (
 //     socket: a blocking read would park a thread and cost a thread
 //     hand-off per request, and a polled one can be given a deadline, so
 //     Serve stops its reader when the turn ends.
+//   - stdout is written through the poller too when it is a pipe or a
+//     socket: a write the pipe cannot take at once returns instead of
+//     blocking, so a large output's text is escaped while the client
+//     reads what went before it (ADR 0025).
 //
 // stdin and stdout are the process's *os.File in production; anything else
 // (a test's buffers) is served as it is, without the watch and the poller.
@@ -59,6 +63,7 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 			case <-ctx.Done():
 			}
 		}()
+		stdout = pollable(f)
 	}
 	if f, ok := stdin.(*os.File); ok {
 		stdin = pollable(f)
@@ -101,9 +106,10 @@ func watchClosed(f *os.File) <-chan struct{} {
 	return gone
 }
 
-// pollable returns f as a file the Go runtime's poller reads, when f is a
-// pipe or socket. Anything else (a terminal, whose mode the user shares,
-// or a file) is returned as it is: Serve cannot interrupt a Read on it.
+// pollable returns f as a file the Go runtime's poller reads or writes,
+// when f is a pipe or socket. Anything else (a terminal, whose mode the
+// user shares, or a file) is returned as it is: Serve cannot interrupt a
+// Read on it, and a write to it blocks.
 func pollable(f *os.File) *os.File {
 	fi, err := f.Stat()
 	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {

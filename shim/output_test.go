@@ -1,0 +1,87 @@
+package shim
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
+	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
+)
+
+// TestALargeOutputIsWrittenWholeWhileItIsEscaped: an output's text block is
+// escaped while stdout takes what was escaped before it, on a
+// non-blocking pipe that a slow client reads a few bytes at a time, so
+// that writes are cut short at every point. The line the client reads
+// must still be the whole answer: one JSON line whose text block is the
+// output's JSON text, byte for byte.
+func TestALargeOutputIsWrittenWholeWhileItIsEscaped(t *testing.T) {
+	var text strings.Builder
+	for i := 0; text.Len() < 600<<10; i++ {
+		fmt.Fprintf(&text, "line %d:\t\"quoted\" \\ back\\slash é \u2028 sep\n", i)
+	}
+	output, err := json.Marshal(map[string]any{"text": text.String(), "n": 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kerneltest.Start(t, kerneltest.Options{Handler: func(c *kerneltest.Conn, m *jsonrpc.Message) bool {
+		if m.Method != "tools.invoke" {
+			return false
+		}
+		c.Reply(m.ID, map[string]any{"status": "succeeded", "output": json.RawMessage(output)})
+		return true
+	}})
+	cfg := Config{Version: "test", Log: zerolog.Nop()}
+	cfg.Kernel, cfg.Hello = dialKernel(t, k.Path)
+	inR, inW := io.Pipe()
+	// A non-blocking pipe, polled by the runtime, as ServeStdio makes
+	// stdout (pollable).
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	outR, out := os.NewFile(uintptr(fds[0]), "stdout-r"), os.NewFile(uintptr(fds[1]), "stdout-w")
+	defer outR.Close()
+	defer out.Close()
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), cfg, inR, out) }()
+	inW.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/a"}}}` + "\n"))
+	line, err := bufio.NewReader(&slowReader{r: outR}).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Result struct {
+			Content []struct {
+				Type, Text string
+			}
+			StructuredContent json.RawMessage
+		}
+	}
+	if err := json.Unmarshal([]byte(line), &resp); err != nil {
+		t.Fatalf("the answer is not JSON: %v (%d bytes)", err, len(line))
+	}
+	if c := resp.Result.Content; len(c) != 1 || c[0].Type != "text" || c[0].Text != string(output) {
+		t.Errorf("the text block is not the output's JSON text (%d blocks)", len(c))
+	}
+	if sc := resp.Result.StructuredContent; sc != nil && string(sc) != string(output) {
+		t.Errorf("structuredContent is not the output")
+	}
+}
+
+// slowReader reads at most a few hundred bytes at a time.
+type slowReader struct{ r io.Reader }
+
+func (s *slowReader) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), 333)]) }
