@@ -442,6 +442,7 @@ type reply struct {
 	text   []byte
 	at     int
 	buf    [6][]byte
+	unsent [1][]byte // what writeTo has escaped and not yet written
 }
 
 // textPiece is how much of an output's text is escaped at a time, and
@@ -455,6 +456,9 @@ type reply struct {
 const (
 	textPiece = 32 << 10
 	textAhead = 4 * textPiece
+	// textRoom is the text buffer kept for the turn: what may wait, and
+	// room for a piece escaped at the most a byte can take (\u00xx).
+	textRoom = textAhead + 6*textPiece + 64
 )
 
 // lineWriter is where a reply is written: write writes bufs whole,
@@ -465,48 +469,51 @@ type lineWriter interface {
 }
 
 // writeTo writes the line to w, escaping the text into *scratch (kept for
-// the next reply) as it goes.
+// the next reply) as it goes. The line's head and its escaped text are
+// written from one buffer, where what is not yet written is always its
+// last bytes: when the buffer runs out of room they are moved to its
+// start, so the buffer never grows.
 func (r *reply) writeTo(w lineWriter, scratch *[]byte) error {
 	if r.text == nil {
 		return w.write(r.pieces)
 	}
-	var bufs [24][]byte
-	queue := append(bufs[:0], r.pieces[:r.at]...)
 	buf := *scratch
-	if cap(buf) < textAhead+textAhead/4+2*textPiece {
-		buf = make([]byte, 0, textAhead+textAhead/4+2*textPiece)
+	if cap(buf) < textRoom {
+		buf = make([]byte, 0, textRoom)
 	}
+	buf = buf[:0]
 	defer func() { *scratch = buf[:0] }()
+	for _, p := range r.pieces[:r.at] {
+		buf = append(buf, p...)
+	}
+	sent := 0 // buf[:sent] is written
 	for rest := r.text; ; {
-		if len(rest) > 0 && queuedBytes(queue) < textAhead {
-			if len(queue) == 0 {
-				buf = buf[:0] // everything escaped before is written
-			}
-			cut := jsonrpc.CutString(rest, textPiece)
-			start := len(buf)
-			buf = jsonrpc.AppendStringBody(buf, rest[:cut])
-			rest = rest[cut:]
-			queue = append(queue, buf[start:len(buf):len(buf)])
-			if len(rest) == 0 {
-				queue = append(queue, r.pieces[r.at:]...)
-			}
-			left, err := w.writeSome(queue)
-			if err != nil {
-				return err
-			}
-			queue = append(bufs[:0], left...)
-			if len(queue) > 0 || len(rest) > 0 {
-				continue
-			}
-			return nil
+		cut := jsonrpc.CutString(rest, textPiece)
+		buf = jsonrpc.AppendStringBody(buf, rest[:cut])
+		if rest = rest[cut:]; len(rest) == 0 {
+			break
 		}
-		if err := w.write(queue); err != nil {
+		r.unsent[0] = buf[sent:]
+		left, err := w.writeSome(r.unsent[:])
+		if err != nil {
 			return err
 		}
-		if queue = bufs[:0]; len(rest) == 0 {
-			return nil
+		sent = len(buf) - queuedBytes(left)
+		if len(buf)-sent >= textAhead {
+			r.unsent[0] = buf[sent:]
+			if err := w.write(r.unsent[:]); err != nil {
+				return err
+			}
+			sent = len(buf)
+		}
+		if cap(buf)-len(buf) < textRoom-textAhead {
+			n := copy(buf, buf[sent:])
+			buf, sent = buf[:n], 0
 		}
 	}
+	r.unsent[0] = nil
+	var bufs [8][]byte
+	return w.write(append(append(bufs[:0], buf[sent:]), r.pieces[r.at:]...))
 }
 
 // queuedBytes is how many bytes bufs hold.
