@@ -296,7 +296,7 @@ func (o *outbox) write(bufs [][]byte) error {
 // all of it on a blocking file, or a writer that is not a file.
 func (o *outbox) writeSome(bufs [][]byte) ([][]byte, error) {
 	if o.fd != nil {
-		rest, err := writevSome(o.fd, bufs)
+		rest, err := writevUntil(o.fd, bufs, false)
 		if err != errNoWritev {
 			return rest, err
 		}
@@ -314,12 +314,9 @@ func writev(f *os.File, bufs [][]byte) error {
 	return err
 }
 
-// writevSome writes what f takes of bufs without waiting for it, and
-// returns the rest (none on a blocking f, which takes everything).
-func writevSome(f *os.File, bufs [][]byte) ([][]byte, error) {
-	return writevUntil(f, bufs, false)
-}
-
+// writevUntil writes bufs to f and returns what it did not take: with
+// wait, nothing, as writev; without, what a non-blocking f could not take
+// at once (a blocking f takes everything).
 func writevUntil(f *os.File, bufs [][]byte, wait bool) ([][]byte, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
