@@ -43,3 +43,24 @@ func BenchmarkLexStringEscapeDense(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrescanEscapeDense checks the same string as it arrives, in
+// pieces of 64 KiB, as a reader does between its reads.
+func BenchmarkPrescanEscapeDense(b *testing.B) {
+	src := sourceLikeString(4 << 20)
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	var p Prescan
+	for b.Loop() {
+		p.Reset(wire)
+		for n := 64 << 10; ; n += 64 << 10 {
+			p.Scan(src[:min(n, len(src))])
+			if n >= len(src) {
+				break
+			}
+		}
+	}
+	if len(p.spans) != 1 {
+		b.Fatalf("%d strings recorded, want 1", len(p.spans))
+	}
+}

@@ -76,7 +76,9 @@ type Lexer struct {
 	pos      int
 	depth    int
 	maxDepth int
-	stop     Stop // where SkipPlain must stop in a string body
+	stop     Stop   // where SkipPlain must stop in a string body
+	known    []span // strings a Prescan checked, from the next on (Known)
+	knownOff int    // the offset of src in the text they were found in
 }
 
 // Reset starts the lexer on src at offset 0.
@@ -86,12 +88,18 @@ func (l *Lexer) Reset(src []byte, o Options) {
 	if l.maxDepth <= 0 {
 		l.maxDepth = DefaultMaxDepth
 	}
-	// Under RequireUTF8 a string's non-ASCII bytes need a look each, so
-	// the fast skip stops at them too.
-	l.stop = StopSpecial
-	if o.UTF8 == RequireUTF8 {
-		l.stop = StopNonASCII
+	l.stop = stopFor(o.UTF8)
+	l.known, l.knownOff = nil, 0
+}
+
+// stopFor is where a string body's fast skip stops under u: under
+// RequireUTF8 a string's non-ASCII bytes need a look each, so it stops
+// at them too.
+func stopFor(u UTF8) Stop {
+	if u == RequireUTF8 {
+		return StopNonASCII
 	}
+	return StopSpecial
 }
 
 // Src is the text being read.
@@ -259,6 +267,9 @@ func (l *Lexer) str(key bool) (raw []byte, escaped bool, err error) {
 		return nil, false, l.Want("a string key")
 	}
 	i := start + 1
+	if len(l.known) > 0 {
+		i, escaped = l.knownString(start, i)
+	}
 	for {
 		i = SkipPlain(src, i, stop)
 		if i >= len(src) {

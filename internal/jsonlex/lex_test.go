@@ -18,8 +18,14 @@ var (
 // same tokens encoding/json does. Each string is followed by its decoded
 // value under sur in strs.
 func compact(src []byte, o Options, sur Surrogates) (out []byte, strs [][]byte, err error) {
+	return compactKnown(src, o, sur, nil)
+}
+
+// compactKnown is compact by a lexer that knows what p found in src.
+func compactKnown(src []byte, o Options, sur Surrogates, p *Prescan) (out []byte, strs [][]byte, err error) {
 	var l Lexer
 	l.Reset(src, o)
+	l.Known(p, 0)
 	l.Space()
 	var value func() error
 	str := func(raw []byte) {
