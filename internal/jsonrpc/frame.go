@@ -7,6 +7,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"unsafe"
+
+	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
 
 // DefaultMaxLine is the default maximum size of one message line (16 MiB).
@@ -55,6 +58,14 @@ type Reader struct {
 	// are then taken (Take) as copies, never as the mapping.
 	MapLong bool
 	mapped  bool // buf is the mapping
+
+	// Ahead, when set, checks the long strings of a line that takes more
+	// than one read while the rest of it arrives (jsonlex.Prescan), so
+	// that the reader's ParseEnvelope and EachValidMember do not read
+	// them again once it is whole (docs/adr/0026).
+	Ahead bool
+	pre   jsonlex.Prescan
+	last  []byte // the line pre is of: the last one returned, or Take's copy of it
 }
 
 // NewReader returns a Reader that refuses lines longer than limit bytes
@@ -86,10 +97,23 @@ func (r *Reader) Buffered() bool {
 // a line; io.EOF comes only after it. An over-long line yields
 // ErrLineTooLong and is skipped.
 func (r *Reader) ReadLine() ([]byte, error) {
+	line, err := r.readLine()
+	r.last = line
+	return line, err
+}
+
+func (r *Reader) readLine() ([]byte, error) {
 	scanned := r.r
+	r.pre.Reset(wire)
+	ahead := false // the prescan has begun on this line
 	for empty := 0; ; {
 		if i := bytes.IndexByte(r.buf[scanned:r.w], '\n'); i >= 0 {
 			line := r.buf[r.r : scanned+i]
+			if ahead {
+				// The last read's part: the lexer would read it anyway,
+				// and the string it ends is then known whole.
+				r.pre.Scan(line)
+			}
 			r.r = scanned + i + 1
 			r.grown = false
 			return r.trim(line)
@@ -140,6 +164,12 @@ func (r *Reader) ReadLine() ([]byte, error) {
 				copy(nb, r.buf[:r.w])
 				r.buf = nb
 			}
+		}
+		if r.Ahead && r.w > r.r {
+			// What has arrived of the line is checked while the rest
+			// is on its way.
+			r.pre.Scan(r.buf[r.r:r.w])
+			ahead = true
 		}
 		n, err := r.rd.Read(r.buf[r.w:])
 		r.w += n
@@ -201,13 +231,52 @@ func (r *Reader) ReadOwnedLine() ([]byte, error) {
 // that reads most lines in place takes only the few it keeps.
 func (r *Reader) Take(line []byte) []byte {
 	if len(line) < r.size/4 || r.mapped {
-		return bytes.Clone(line)
+		r.last = bytes.Clone(line)
+		return r.last
 	}
 	rest := r.buf[r.r:r.w]
 	nb := make([]byte, max(64<<10, 2*len(rest)))
 	r.w = copy(nb, rest)
 	r.r, r.buf = 0, nb
 	return line[:len(line):len(line)]
+}
+
+// ParseEnvelope is jsonrpc.ParseEnvelope for msg, the line the last
+// ReadLine returned (or Take made of it) or a part of that line: the
+// long strings the reader checked as the line arrived (Ahead) are
+// stepped over, not read again. For any other msg it is
+// jsonrpc.ParseEnvelope.
+func (r *Reader) ParseEnvelope(msg []byte) (Envelope, error) {
+	off, ok := offsetIn(r.last, msg)
+	if !ok {
+		return ParseEnvelope(msg)
+	}
+	return parseEnvelope(msg, &r.pre, off)
+}
+
+// EachValidMember is jsonrpc.EachValidMember for src, a value of the line
+// ReadLine last returned (or Take made of it) that ParseEnvelope has
+// checked: a long string the reader checked as the line arrived is
+// stepped over, not searched for its end again. A nil r is a reader of
+// nothing: src is then walked as jsonrpc.EachValidMember walks it.
+func (r *Reader) EachValidMember(src []byte, f func(key, value []byte) error) error {
+	if r == nil {
+		return EachValidMember(src, f)
+	}
+	off, ok := offsetIn(r.last, src)
+	if !ok {
+		return EachValidMember(src, f)
+	}
+	return eachValidMember(src, known{&r.pre, off}, f)
+}
+
+// offsetIn returns where part begins in whole, if it is a part of it.
+func offsetIn(whole, part []byte) (int, bool) {
+	if len(part) == 0 || len(whole) == 0 {
+		return 0, false
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(part))) - uintptr(unsafe.Pointer(unsafe.SliceData(whole))))
+	return off, off >= 0 && off <= len(whole)-len(part)
 }
 
 // trim drops the line ending and enforces the limit.

@@ -33,8 +33,14 @@ type Envelope struct {
 // (encoding/json would also take "Result"); if a name repeats, the last
 // one wins, as in encoding/json.
 func ParseEnvelope(line []byte) (Envelope, error) {
+	return parseEnvelope(line, nil, 0)
+}
+
+// parseEnvelope is ParseEnvelope with the long strings pre found in the
+// text line begins at offset off of (jsonlex.Lexer.Known).
+func parseEnvelope(line []byte, pre *jsonlex.Prescan, off int) (Envelope, error) {
 	var e Envelope
-	err := walk(line, '{', func(key, value []byte) error {
+	err := walk(line, '{', pre, off, func(key, value []byte) error {
 		if !e.set(key, value) && bytes.IndexByte(key, '\\') >= 0 {
 			var buf [32]byte
 			name := jsonlex.AppendUnescaped(append(buf[:0], '"'), key[1:len(key)-1], jsonlex.ReplaceSurrogates)
@@ -72,23 +78,25 @@ func (e *Envelope) set(key, value []byte) bool {
 // quotes and escapes, and value, as raw JSON. An error from f stops the
 // walk and is returned.
 func EachMember(src []byte, f func(key, value []byte) error) error {
-	return walk(src, '{', f)
+	return walk(src, '{', nil, 0, f)
 }
 
 // EachElement checks that src is one valid JSON array and calls f with
 // each element as raw JSON.
 func EachElement(src []byte, f func(elem []byte) error) error {
-	return walk(src, '[', func(_, elem []byte) error { return f(elem) })
+	return walk(src, '[', nil, 0, func(_, elem []byte) error { return f(elem) })
 }
 
 // ScanError is invalid JSON, with the byte offset where it was found.
 type ScanError = jsonlex.SyntaxError
 
 // walk checks that src is one valid JSON object or array (as open says)
-// and calls f with each member (key nil for an element).
-func walk(src []byte, open byte, f func(key, value []byte) error) error {
+// and calls f with each member (key nil for an element). pre, if not
+// nil, holds the long strings of the text src begins at offset off of.
+func walk(src []byte, open byte, pre *jsonlex.Prescan, off int, f func(key, value []byte) error) error {
 	var l jsonlex.Lexer
 	l.Reset(src, wire)
+	l.Known(pre, off)
 	l.Space()
 	if l.Peek() != open {
 		if open == '{' {
@@ -139,6 +147,27 @@ func KeyName(key []byte) []byte {
 // byte. Text that is not valid JSON gives an error or wrong members, never
 // a panic.
 func EachValidMember(src []byte, f func(key, value []byte) error) error {
+	return eachValidMember(src, known{}, f)
+}
+
+// known is what a Prescan found in the text a slice begins at offset off
+// of; the zero known is nothing.
+type known struct {
+	pre *jsonlex.Prescan
+	off int
+}
+
+// stringEnd returns the offset of the closing quote of the string that
+// opens at offset i of the slice, if the prescan recorded it.
+func (k known) stringEnd(i int) (int, bool) {
+	if k.pre == nil {
+		return 0, false
+	}
+	end, ok := k.pre.StringEnd(k.off + i)
+	return end - k.off, ok
+}
+
+func eachValidMember(src []byte, ahead known, f func(key, value []byte) error) error {
 	i := validSpace(src, 0)
 	if i >= len(src) || src[i] != '{' {
 		return errNotObject
@@ -151,14 +180,14 @@ func EachValidMember(src []byte, f func(key, value []byte) error) error {
 		if src[i] != '"' {
 			return errNotObject
 		}
-		kend := skipValidString(src, i)
+		kend := skipValidString(src, i, ahead)
 		key := src[i:kend]
 		i = validSpace(src, kend)
 		if i >= len(src) || src[i] != ':' {
 			return errNotObject
 		}
 		i = validSpace(src, i+1)
-		vend := skipValidValue(src, i)
+		vend := skipValidValue(src, i, ahead)
 		if vend <= i {
 			return errNotObject
 		}
@@ -192,7 +221,10 @@ func validSpace(src []byte, i int) int {
 
 // skipValidString returns the end of the string that starts at src[i]:
 // past the first quote not escaped by an odd run of backslashes.
-func skipValidString(src []byte, i int) int {
+func skipValidString(src []byte, i int, ahead known) int {
+	if end, ok := ahead.stringEnd(i); ok && end < len(src) && src[end] == '"' {
+		return end + 1
+	}
 	for j := i + 1; j < len(src); {
 		k := bytes.IndexByte(src[j:], '"')
 		if k < 0 {
@@ -212,19 +244,19 @@ func skipValidString(src []byte, i int) int {
 }
 
 // skipValidValue returns the end of the value that starts at src[i].
-func skipValidValue(src []byte, i int) int {
+func skipValidValue(src []byte, i int, ahead known) int {
 	if i >= len(src) {
 		return i
 	}
 	switch src[i] {
 	case '"':
-		return skipValidString(src, i)
+		return skipValidString(src, i, ahead)
 	case '{', '[':
 		depth := 0
 		for i < len(src) {
 			switch src[i] {
 			case '"':
-				i = skipValidString(src, i)
+				i = skipValidString(src, i, ahead)
 				continue
 			case '{', '[':
 				depth++
