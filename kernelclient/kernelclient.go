@@ -110,6 +110,7 @@ type Client struct {
 type Answer struct {
 	result json.RawMessage
 	err    error
+	in     *jsonrpc.Reader // what read result, while it reads nothing else
 }
 
 // waiter is who waits for one request's answer: a channel, which gets the
@@ -169,6 +170,7 @@ func Dial(opts Options) (*Client, error) {
 	// Results are relayed from where they are read; the few answers a
 	// channel waits for are copied out (Take).
 	c.r.MapLong = true
+	c.r.Ahead = true // a long result is checked while it arrives
 	go c.readLoop()
 	return c, nil
 }
@@ -210,7 +212,7 @@ func (c *Client) readLoop() {
 		if err != nil {
 			break
 		}
-		m, perr := jsonrpc.ParseEnvelope(line)
+		m, perr := c.r.ParseEnvelope(line)
 		if perr != nil {
 			continue // ignore what we cannot use
 		}
@@ -254,6 +256,10 @@ func (c *Client) deliver(id int64, line []byte, a Answer) {
 		owned := c.r.Take(line)
 		start := cap(line) - cap(a.result)
 		a.result = owned[start : start+len(a.result) : start+len(a.result)]
+	}
+	if w.f != nil {
+		// A function waiter reads the answer now, before the next line.
+		a.in = c.r
 	}
 	w.give(a, !c.r.Buffered())
 }
@@ -768,8 +774,7 @@ func (a Answer) Invoke() (kproto.InvokeResult, error) {
 	if a.err != nil {
 		return kproto.InvokeResult{}, a.err
 	}
-	// The result is a value of a line ParseEnvelope has checked.
-	r, err := decodeValidInvoke(a.result)
+	r, err := decodeInvokeWith(a.result, true, a.in)
 	if err != nil {
 		return kproto.InvokeResult{}, fmt.Errorf("decode %s result: %w", kproto.MethodInvoke, err)
 	}
@@ -780,18 +785,16 @@ func (a Answer) Invoke() (kproto.InvokeResult, error) {
 // kproto.InvokeResult, names matched exactly, without reflection: output
 // and content stay slices of the kernel's line.
 func decodeInvoke(raw []byte) (kproto.InvokeResult, error) {
-	return decodeInvokeWith(jsonrpc.EachMember, raw)
+	return decodeInvokeWith(raw, false, nil)
 }
 
-// decodeValidInvoke is decodeInvoke for a result already checked with
-// its line: a large output or content is found, not read again.
-func decodeValidInvoke(raw []byte) (kproto.InvokeResult, error) {
-	return decodeInvokeWith(jsonrpc.EachValidMember, raw)
-}
-
-func decodeInvokeWith(each func([]byte, func(key, value []byte) error) error, raw []byte) (kproto.InvokeResult, error) {
+// decodeInvokeWith is decodeInvoke, or, when checked, the same for a
+// result that is a value of a line ParseEnvelope has checked, read by in
+// (nil when it is not reading it now): its members are found without
+// reading them again.
+func decodeInvokeWith(raw []byte, checked bool, in *jsonrpc.Reader) (kproto.InvokeResult, error) {
 	var r kproto.InvokeResult
-	err := each(raw, func(key, value []byte) error {
+	member := func(key, value []byte) error {
 		var err error
 		switch string(key) {
 		case `"status"`:
@@ -819,7 +822,13 @@ func decodeInvokeWith(each func([]byte, func(key, value []byte) error) error, ra
 			return fmt.Errorf("%s: %w", key, err)
 		}
 		return nil
-	})
+	}
+	var err error
+	if checked {
+		err = in.EachValidMember(raw, member)
+	} else {
+		err = jsonrpc.EachMember(raw, member)
+	}
 	return r, err
 }
 

@@ -144,7 +144,7 @@ func (s *server) assemble(parts []*slot, batch *slot) *slot {
 // encoding/json would validate it, then decode it into a map, copying
 // every value.
 func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
-	e, err := jsonrpc.ParseEnvelope(raw)
+	e, err := s.in.ParseEnvelope(raw)
 	if err != nil {
 		if !json.Valid(raw) {
 			return readySlot(parseError())
@@ -172,7 +172,7 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 	req := &request{id: id, method: method}
 	if e.Params != nil && string(e.Params) != "null" {
 		p := &req.params
-		err := jsonrpc.EachValidMember(e.Params, func(key, value []byte) error {
+		err := s.in.EachValidMember(e.Params, func(key, value []byte) error {
 			switch string(jsonrpc.KeyName(key)) {
 			case "name":
 				p.name = value

@@ -239,6 +239,7 @@ func (s *server) read(ctx context.Context, in io.Reader) error {
 	defer s.out.end()
 	r := jsonrpc.NewReader(in, s.cfg.MaxLine)
 	r.MapLong = true // a call's arguments are relayed from where they are read
+	r.Ahead = true   // and checked while they arrive
 	s.in = r
 	for {
 		if !r.Buffered() {
