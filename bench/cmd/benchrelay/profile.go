@@ -43,6 +43,9 @@ var scenarios = map[string]func(p peer, ks kernels, o options) ([]time.Duration,
 		return []time.Duration{time.Duration(float64(time.Second) / s.rate)}, err
 	},
 	"list": func(p peer, ks kernels, o options) ([]time.Duration, error) {
+		if p.echo {
+			return nil, nil // echo answers no tools/list
+		}
 		var ds []time.Duration
 		last := catalogueSizes[len(catalogueSizes)-1]
 		for range o.cold {
