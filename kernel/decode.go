@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -27,13 +28,21 @@ var errNotString = errors.New("not a string")
 // slice of raw, only when they are at most maxArgumentBytes; their size is
 // kept either way.
 func decodeInvokeParams(raw []byte) (invokeParams, error) {
+	return decodeInvokeParamsIn(raw, nil)
+}
+
+// decodeInvokeParamsIn is decodeInvokeParams for params that in, when not
+// nil, has just read and checked with their line (in.ParseEnvelope): an
+// object's members are found without reading them again, so 4 MiB of
+// arguments are stepped over, not lexed a second time.
+func decodeInvokeParamsIn(raw []byte, in *jsonrpc.Reader) (invokeParams, error) {
 	var p invokeParams
 	if string(raw) == "null" {
 		return p, nil
 	}
 	var args []byte
 	hasArgs := false
-	err := jsonrpc.EachMember(raw, func(key, value []byte) error {
+	member := func(key, value []byte) error {
 		var err error
 		switch string(jsonrpc.KeyName(key)) {
 		case "callId":
@@ -51,7 +60,13 @@ func decodeInvokeParams(raw []byte) (invokeParams, error) {
 			return fmt.Errorf("%s: %w", jsonrpc.KeyName(key), err)
 		}
 		return nil
-	})
+	}
+	var err error
+	if in != nil && isObject(raw) {
+		err = in.EachValidMember(raw, member)
+	} else {
+		err = jsonrpc.EachMember(raw, member) // the errors name what is wrong
+	}
 	if err != nil {
 		return invokeParams{}, err
 	}
@@ -62,6 +77,13 @@ func decodeInvokeParams(raw []byte) (invokeParams, error) {
 		}
 	}
 	return p, nil
+}
+
+// isObject reports whether the JSON value raw, whitespace around it
+// allowed, is an object.
+func isObject(raw []byte) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 // decodeStringMember decodes a member json.Unmarshal would have decoded
@@ -79,13 +101,16 @@ func decodeStringMember(value []byte) (string, error) {
 // the client sent. A key that repeats takes its last value, as
 // json.Unmarshal into a map took it; a missing parameter is reported
 // before a wrong type, and both before an unknown key.
+//
+// raw is a value of a line the kernel has checked (readMessage), or
+// empty: its members are found without reading them again.
 func (t *tool) parseArgs(raw []byte) (map[string]string, string) {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = []byte("{}")
 	}
 	values := make([][]byte, len(t.params))
 	var unknown []byte
-	err := jsonrpc.EachMember(raw, func(key, value []byte) error {
+	err := jsonrpc.EachValidMember(raw, func(key, value []byte) error {
 		name := jsonrpc.KeyName(key)
 		for i, p := range t.params {
 			if string(name) == p.name {

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -44,7 +45,8 @@ func parseArgsByUnmarshal(t *tool, raw []byte) (map[string]string, string) {
 // FuzzParseArgsMatchesEncodingJSON: the lexer's parseArgs takes exactly
 // the arguments encoding/json took, decodes them to the same strings, and
 // refuses the rest with the same message (which unknown key it names may
-// differ: encoding/json's map had no order).
+// differ: encoding/json's map had no order). It is given what the kernel
+// gives it, arguments of a line already checked: JSON, or nothing.
 func FuzzParseArgsMatchesEncodingJSON(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `null`, ``, `[]`, `"x"`, `{"path":"/a"}`, `{"path":"/a","content":"x"}`, `{"path":"/a","content":null}`,
@@ -55,6 +57,9 @@ func FuzzParseArgsMatchesEncodingJSON(f *testing.F) {
 	}
 	tools := registry()
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) > 0 && !json.Valid(raw) {
+			return
+		}
 		for _, tl := range tools {
 			got, gotMsg := tl.parseArgs(raw)
 			want, wantMsg := parseArgsByUnmarshal(tl, raw)
@@ -113,6 +118,21 @@ func FuzzInvokeParamsMatchEncodingJSON(f *testing.F) {
 		if got.CallID != want.CallID || got.Tool != want.Tool || got.CatalogHash != want.CatalogHash ||
 			string(got.Arguments.raw) != string(want.Arguments) || got.Arguments.size != len(want.Arguments) {
 			t.Fatalf("decodeInvokeParams(%q) = %+v; encoding/json: %+v", raw, got, want)
+		}
+		// As the turn decodes them: params a reader has just read and
+		// checked, found without being read again.
+		if bytes.ContainsAny(raw, "\r\n") {
+			return
+		}
+		r := jsonrpc.NewReader(bytes.NewReader(append(raw, '\n')), 0)
+		r.Ahead = true
+		line, err := r.ReadLine()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := decodeInvokeParamsIn(line, r)
+		if err != nil || fmt.Sprint(in) != fmt.Sprint(got) {
+			t.Fatalf("decodeInvokeParamsIn(%q) = %+v, %v; decodeInvokeParams: %+v", raw, in, err, got)
 		}
 	})
 }

@@ -447,7 +447,7 @@ type call struct {
 // read behind it, while a write waits for what came before it and is
 // waited for by what comes after.
 func (t *turn) invoke(m jsonrpc.Message) {
-	p, err := decodeInvokeParams(m.Params)
+	p, err := decodeInvokeParamsIn(m.Params, t.in)
 	if err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "tools.invoke params: "+err.Error(), "")
 		return
