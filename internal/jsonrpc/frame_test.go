@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -52,11 +53,14 @@ func TestReaderSplitsLines(t *testing.T) {
 
 // FuzzReader checks ReadLine and ReadOwnedLine against a model of the
 // framing, with the input arriving in pieces of every size and buffers
-// small enough to grow, compact and be handed over, or mapped (MapLong).
+// small enough to grow, compact and be handed over, or mapped (MapLong);
+// with Ahead, the lines are the same and the reader's ParseEnvelope reads
+// each as ParseEnvelope does.
 func FuzzReader(f *testing.F) {
 	f.Add([]byte("{\"jsonrpc\":\"2.0\"}\r\n\n{}\n"), 8, 16, uint8(3))
 	f.Add([]byte("xxxxxxxxxxxx\nyy"), 4, 16, uint8(1))
 	f.Add([]byte(strings.Repeat("z", 100)+"\r\nshort\n"+strings.Repeat("w", 40)), 120, 16, uint8(7))
+	f.Add([]byte(`{"id":1,"result":"`+strings.Repeat(`ab\"`, 1100)+`"}`+"\n"+`{"id":2,"result":"`+strings.Repeat("c", 4200)+`\x"}`+"\n"), 8192, 64, uint8(100))
 	f.Fuzz(func(t *testing.T, data []byte, limit, size int, piece uint8) {
 		if limit <= 0 || limit > 1<<16 || size <= 0 || size > 1<<12 || piece == 0 {
 			return
@@ -74,10 +78,10 @@ func FuzzReader(f *testing.F) {
 			}
 			want = append(want, l)
 		}
-		for mode := range 4 {
-			owned, mapped := mode&1 != 0, mode&2 != 0
+		for mode := range 8 {
+			owned, mapped, ahead := mode&1 != 0, mode&2 != 0, mode&4 != 0
 			r := NewReaderSize(&pieces{data: data, n: int(piece)}, limit, size)
-			r.MapLong = mapped
+			r.MapLong, r.Ahead = mapped, ahead
 			var got []string
 			var kept [][]byte
 			skipped := 0
@@ -110,6 +114,11 @@ func FuzzReader(f *testing.F) {
 				default:
 					got = append(got, string(line))
 					kept = append(kept, line)
+					e, err := r.ParseEnvelope(line)
+					we, werr := ParseEnvelope(line)
+					if fmt.Sprint(e, err) != fmt.Sprint(we, werr) {
+						t.Fatalf("ahead=%v: Reader.ParseEnvelope(%.60q) = %v; ParseEnvelope: %v", ahead, line, err, werr)
+					}
 				}
 			}
 			if strings.Join(got, "\x00|") != strings.Join(want, "\x00|") {
