@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,30 @@ func BenchmarkPrescanEscapeDense(b *testing.B) {
 	}
 	if len(p.spans) != 1 {
 		b.Fatalf("%d strings recorded, want 1", len(p.spans))
+	}
+}
+
+// BenchmarkPrescanCatalogue checks a tools.list answer of 512 tools
+// (about half a megabyte of short strings, none long enough to record)
+// as it arrives, as the kernel client does a first list: what the
+// prescan costs a line it cannot help.
+func BenchmarkPrescanCatalogue(b *testing.B) {
+	tool := `{"name":"files.read","description":"` + strings.Repeat("Reads a file inside the shared root and returns its text. ", 10) +
+		`","inputSchema":{"type":"object","properties":{"path":{"type":"string","description":"Absolute path inside the root, e.g. \"/src/main.go\"."}},"required":["path"]}}`
+	src := []byte(`{"jsonrpc":"2.0","id":2,"result":{"tools":[` + strings.TrimSuffix(strings.Repeat(tool+",", 512), ",") + `],"catalogHash":"x"}}`)
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	var p Prescan
+	for b.Loop() {
+		p.Reset(wire)
+		for n := 64 << 10; ; n += 64 << 10 {
+			p.Scan(src[:min(n, len(src))])
+			if n >= len(src) {
+				break
+			}
+		}
+	}
+	if len(p.spans) != 0 {
+		b.Fatalf("%d strings recorded, want none", len(p.spans))
 	}
 }

@@ -286,17 +286,15 @@ func (l *Lexer) str(key bool) (raw []byte, escaped bool, err error) {
 			}
 			return src[start : i+1], escaped, nil
 		} else if b == '\\' && i+1 < len(src) {
-			switch src[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
+			if shortEscape[src[i+1]] {
+				i = skipShortEscapes(src, i+2, stop)
 				escaped = true
 				continue
-			case 'u':
-				if i+6 <= len(src) && isHex(src[i+2]) && isHex(src[i+3]) && isHex(src[i+4]) && isHex(src[i+5]) {
-					i += 6
-					escaped = true
-					continue
-				}
+			}
+			if src[i+1] == 'u' && i+6 <= len(src) && isHex(src[i+2]) && isHex(src[i+3]) && isHex(src[i+4]) && isHex(src[i+5]) {
+				i += 6
+				escaped = true
+				continue
 			}
 		} else if b >= utf8.RuneSelf { // only under RequireUTF8
 			if r, size := utf8.DecodeRune(src[i:]); r != utf8.RuneError || size > 1 {

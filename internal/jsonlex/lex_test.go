@@ -2,6 +2,7 @@ package jsonlex
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -336,6 +337,37 @@ func TestAppendEscapedASCIIAnyCapacity(t *testing.T) {
 		}
 		if gotb, j := AppendEscapedASCII(dst, []byte(s), 0); string(gotb) != string(want) || j != stop {
 			t.Fatalf("[]byte, capacity %d: %q, stop %d; want %q, stop %d", c, gotb, j, want, stop)
+		}
+	}
+}
+
+// TestDenseEscapesAreCheckedAtEveryOffset puts what a string cannot hold
+// at every offset into a run of two-byte escapes, which the lexer steps
+// over a word at a time, and holds its verdict to json.Valid's: an
+// escape that is not one, a control character, a bad \u, or the string's
+// end followed by more text.
+func TestDenseEscapesAreCheckedAtEveryOffset(t *testing.T) {
+	run := strings.Repeat(`\n\t\"\\\/`, 4)
+	for _, bad := range []string{`\x`, "\x01", `\u12g4`, `\u00e9`, `"x`, `\`} {
+		for at := 0; at <= len(run); at++ {
+			src := []byte(`"` + run[:at] + bad + run[at:] + `"`)
+			var l Lexer
+			l.Reset(src, wire)
+			_, _, err := l.String()
+			if err == nil {
+				err = l.End()
+			}
+			if (err == nil) != json.Valid(src) {
+				t.Fatalf("%q: %v; json.Valid says %v", src, err, json.Valid(src))
+			}
+			for _, piece := range []int{1, 7, len(src)} {
+				text := []byte(`"` + strings.Repeat(run, LongString/len(run)) + string(src[1:]))
+				_, _, want := compact(text, wire, ReplaceSurrogates)
+				_, _, got := compactKnown(text, wire, ReplaceSurrogates, prescanned(text, wire, piece))
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%q after a long run, pieces of %d: with the prescan %v; without %v", src, piece, got, want)
+				}
+			}
 		}
 	}
 }

@@ -56,3 +56,32 @@ func (stop Stop) flags(x uint64) uint64 {
 	special := (x - 0x20*ones) | ((x ^ '"'*ones) - ones) | ((x ^ '\\'*ones) - ones)
 	return (x&uint64(stop) | special&^x) & highs
 }
+
+// skipShortEscapes steps over a string body's plain bytes and two-byte
+// escapes (\n, \", ...) from i, a word at a time, and returns the offset
+// of the first byte in stop that does not begin one, or of one of the
+// last eight bytes of s, which it leaves to its caller. The lexer and the
+// prescan call it after a string's first escape: text like source code
+// has one every dozen bytes, and each would otherwise cost a round
+// through SkipPlain and the caller's cases.
+func skipShortEscapes(s []byte, i int, stop Stop) int {
+	for i+9 <= len(s) { // a stop in the word and the byte after it
+		w := s[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		flags := stop.flags(x)
+		if flags == 0 {
+			i += 8
+			continue
+		}
+		i += bits.TrailingZeros64(flags) / 8
+		if s[i] != '\\' || !shortEscape[s[i+1]] {
+			return i
+		}
+		i += 2
+	}
+	return i
+}
+
+// shortEscape holds the bytes that follow a '\\' in a two-byte escape.
+var shortEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}

@@ -86,18 +86,19 @@ func (p *Prescan) Scan(text []byte) {
 			continue
 		}
 		if b == '\\' {
-			// The escapes Lexer.str takes, written out as there: a
-			// function both call is not inlined, and slows the lexer.
+			// The escapes Lexer.str takes, checked as there; the
+			// \u case is written out in both, since a function they
+			// shared would not be inlined and would slow the lexer.
 			// FuzzPrescan holds the two to each other.
 			if i+1 >= len(text) {
 				return // the rest of the escape has not arrived
 			}
-			switch text[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
+			if shortEscape[text[i+1]] {
+				i = skipShortEscapes(text, i+2, stop)
 				escaped = true
 				continue
-			case 'u':
+			}
+			if text[i+1] == 'u' {
 				if i+6 > len(text) {
 					if allHex(text[i+2:]) {
 						return
