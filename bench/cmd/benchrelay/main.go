@@ -452,9 +452,10 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// microPackages hold the hot-path benchmarks: framing, projection and
-// hashing, one relayed call, the first tools/list of 512 tools.
-var microPackages = []string{"./internal/jsonrpc", "./hashing", "./shim", "./bench/internal/synth"}
+// microPackages hold the hot-path benchmarks: checking a long line's
+// strings as it arrives, framing, projection and hashing, one relayed
+// call, the first tools/list of 512 tools.
+var microPackages = []string{"./internal/jsonlex", "./internal/jsonrpc", "./hashing", "./shim", "./bench/internal/synth"}
 
 // microBenchmarks runs the hot-path benchmarks and returns their output.
 func microBenchmarks() (string, error) {
