@@ -48,22 +48,7 @@ func BenchmarkLexStringEscapeDense(b *testing.B) {
 // BenchmarkPrescanEscapeDense checks the same string as it arrives, in
 // pieces of 64 KiB, as a reader does between its reads.
 func BenchmarkPrescanEscapeDense(b *testing.B) {
-	src := sourceLikeString(4 << 20)
-	b.SetBytes(int64(len(src)))
-	b.ReportAllocs()
-	var p Prescan
-	for b.Loop() {
-		p.Reset(wire)
-		for n := 64 << 10; ; n += 64 << 10 {
-			p.Scan(src[:min(n, len(src))])
-			if n >= len(src) {
-				break
-			}
-		}
-	}
-	if len(p.spans) != 1 {
-		b.Fatalf("%d strings recorded, want 1", len(p.spans))
-	}
+	benchmarkPrescan(b, sourceLikeString(4<<20), 1)
 }
 
 // BenchmarkPrescanCatalogue checks a tools.list answer of 512 tools
@@ -73,7 +58,12 @@ func BenchmarkPrescanEscapeDense(b *testing.B) {
 func BenchmarkPrescanCatalogue(b *testing.B) {
 	tool := `{"name":"files.read","description":"` + strings.Repeat("Reads a file inside the shared root and returns its text. ", 10) +
 		`","inputSchema":{"type":"object","properties":{"path":{"type":"string","description":"Absolute path inside the root, e.g. \"/src/main.go\"."}},"required":["path"]}}`
-	src := []byte(`{"jsonrpc":"2.0","id":2,"result":{"tools":[` + strings.TrimSuffix(strings.Repeat(tool+",", 512), ",") + `],"catalogHash":"x"}}`)
+	benchmarkPrescan(b, []byte(`{"jsonrpc":"2.0","id":2,"result":{"tools":[`+strings.TrimSuffix(strings.Repeat(tool+",", 512), ",")+`],"catalogHash":"x"}}`), 0)
+}
+
+// benchmarkPrescan scans src as it arrives, in pieces of 64 KiB, and
+// checks that it recorded strs long strings.
+func benchmarkPrescan(b *testing.B, src []byte, strs int) {
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	var p Prescan
@@ -86,7 +76,7 @@ func BenchmarkPrescanCatalogue(b *testing.B) {
 			}
 		}
 	}
-	if len(p.spans) != 0 {
-		b.Fatalf("%d strings recorded, want none", len(p.spans))
+	if len(p.spans) != strs {
+		b.Fatalf("%d strings recorded, want %d", len(p.spans), strs)
 	}
 }
