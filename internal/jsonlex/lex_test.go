@@ -300,26 +300,55 @@ func TestSkipPlain(t *testing.T) {
 	}
 }
 
+// escapedByteByByte is AppendEscapedASCII as a byte loop.
+func escapedByteByByte(dst []byte, s string) ([]byte, int) {
+	for i := range len(s) {
+		switch b := s[i]; {
+		case b >= 0x80:
+			return dst, i
+		case b == '"' || b == '\\':
+			dst = append(dst, '\\', b)
+		case b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
+			dst = append(dst, '\\', "btn fr"[b-'\b'])
+		case b < 0x20:
+			dst = append(dst, fmt.Sprintf(`\u%04x`, b)...)
+		default:
+			dst = append(dst, b)
+		}
+	}
+	return dst, len(s)
+}
+
+// TestAppendEscapedASCIIEveryByteAnywhere puts each byte value at each
+// offset of texts that span several words and sixteen-byte blocks, one
+// plain and one with a stop every few bytes, so that every kind of byte
+// meets every kind of block: the bytes are a byte loop's.
+func TestAppendEscapedASCIIEveryByteAnywhere(t *testing.T) {
+	for _, text := range []string{
+		"plain words and more plain words, then some more of them",
+		"if (a) {\n\treturn \"b\\c\";\n}\r\n\"\"\\\\\b\f\t\t\t\"x\" + y;\n\n",
+	} {
+		for b := range 256 {
+			for at := range len(text) {
+				s := []byte(text)
+				s[at] = byte(b)
+				want, wantStop := escapedByteByByte(nil, string(s))
+				got, stop := AppendEscapedASCII(nil, s, 0)
+				if string(got) != string(want) || stop != wantStop {
+					t.Fatalf("%q: %q, stop %d; want %q, stop %d", s, got, stop, want, wantStop)
+				}
+			}
+		}
+	}
+}
+
 // TestAppendEscapedASCIIAnyCapacity escapes text with every kind of
 // escape into buffers of every capacity, so that the word-at-a-time
 // stores meet the end of the buffer at every offset: the bytes are a
 // byte loop's, and a buffer that has room for them is used, not grown.
 func TestAppendEscapedASCIIAnyCapacity(t *testing.T) {
 	s := "\x01\x02\x03\x04\x05\x06\x07\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17 if x {\n\treturn \"a\\b\"\x01\x1f\x7f\b\f\r} plain words, some more plain words\"\"\\\\\x00\xc3\xa9tail"
-	stop := strings.IndexByte(s, 0xc3)
-	want := []byte("pre")
-	for i := range stop {
-		switch b := s[i]; {
-		case b == '"' || b == '\\':
-			want = append(want, '\\', b)
-		case b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
-			want = append(want, '\\', "btn fr"[b-'\b'])
-		case b < 0x20:
-			want = append(want, fmt.Sprintf(`\u%04x`, b)...)
-		default:
-			want = append(want, b)
-		}
-	}
+	want, stop := escapedByteByByte([]byte("pre"), s)
 	for c := 3; c <= len(want)+64; c++ {
 		// The buffer's capacity ends where guard bytes begin, which
 		// the stores must not reach.
