@@ -40,9 +40,11 @@ func appendEscapedASCII(dst []byte, s string, i int) ([]byte, int) {
 	k, d := len(dst), dst[:cap(dst)]
 	for i < len(s) {
 		// Sixteen bytes at a time where the processor can; the blocks
-		// it leaves, the rest of s, and any growing are done below.
+		// it leaves, the rest of s, and any growing are done below. A
+		// call takes at most 64 KiB: the runtime cannot preempt
+		// assembly, and a goroutine that answers a ping may be waiting.
 		if haveBlocks && len(s)-i >= 32 {
-			if blocks := min((len(s)-i)/16, (len(d)-k)/32); blocks > 0 {
+			if blocks := min((len(s)-i)/16, (len(d)-k)/32, 4096); blocks > 0 {
 				n, w := escapeBlocks(&d[k], unsafe.StringData(s[i:]), blocks, &expand)
 				i, k = i+n, k+w
 				if n == 16*blocks {
