@@ -17,6 +17,31 @@ var haveBlocks = cpu.X86.HasSSSE3 && cpu.X86.HasPOPCNT
 // or a control character written as \u00xx, which its caller writes, and
 // returns how many bytes of src it read and of dst it wrote. dst must
 // have room for 32 bytes a block.
-//
+func escapeBlocks(dst, src *byte, blocks int) (read, written int) {
+	return escapeBlocksSSSE3(dst, src, blocks, &expand)
+}
+
 //go:noescape
-func escapeBlocks(dst, src *byte, blocks int, expand *[256][16]byte) (read, written int)
+func escapeBlocksSSSE3(dst, src *byte, blocks int, expand *[256][16]byte) (read, written int)
+
+// expand is how escapeBlocks spreads eight bytes with stops at the set
+// bits of its index: for each output byte, the input byte to take (0 to
+// 7), or 8, a backslash, before each stop; 0x80 (a zero byte) after the
+// last, where the next store goes.
+var expand = func() (t [256][16]byte) {
+	for m := range t {
+		p := 0
+		for j := range 8 {
+			if m>>j&1 != 0 {
+				t[m][p] = 8
+				p++
+			}
+			t[m][p] = byte(j)
+			p++
+		}
+		for ; p < 16; p++ {
+			t[m][p] = 0x80
+		}
+	}
+	return t
+}()

@@ -21,8 +21,8 @@ DATA letters<>+0(SB)/8, $0
 DATA letters<>+8(SB)/8, $0x00007266006e7462
 GLOBL letters<>(SB), RODATA|NOPTR, $16
 
-// func escapeBlocks(dst, src *byte, blocks int, expand *[256][16]byte) (read, written int)
-TEXT ·escapeBlocks(SB), NOSPLIT, $0-48
+// func escapeBlocksSSSE3(dst, src *byte, blocks int, expand *[256][16]byte) (read, written int)
+TEXT ·escapeBlocksSSSE3(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ blocks+16(FP), CX

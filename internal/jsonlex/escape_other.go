@@ -6,6 +6,6 @@ package jsonlex
 // word loop of appendEscapedASCII does all the work.
 const haveBlocks = false
 
-func escapeBlocks(dst, src *byte, blocks int, expand *[256][16]byte) (read, written int) {
+func escapeBlocks(dst, src *byte, blocks int) (read, written int) {
 	panic("jsonlex: escapeBlocks called without haveBlocks")
 }

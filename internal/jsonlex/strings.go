@@ -26,7 +26,8 @@ const hexDigits = "0123456789abcdef"
 // A large output's text block is this over megabytes of text like
 // source code, with a stop every dozen bytes, so it does not append: it
 // stores into dst's spare capacity, a plain word as it is and a word with
-// a stop a byte at a time through a table of what each byte becomes.
+// a stop a byte at a time through a table of what each byte becomes; on
+// amd64, sixteen bytes at a time (escapeBlocks, docs/adr/0027).
 // dst is grown (make and copy) only when a write would not fit; a caller
 // that escapes large text sizes dst for it.
 func AppendEscapedASCII[T ~string | ~[]byte](dst []byte, s T, i int) ([]byte, int) {
@@ -45,7 +46,7 @@ func appendEscapedASCII(dst []byte, s string, i int) ([]byte, int) {
 		// assembly, and a goroutine that answers a ping may be waiting.
 		if haveBlocks && len(s)-i >= 32 {
 			if blocks := min((len(s)-i)/16, (len(d)-k)/32, 4096); blocks > 0 {
-				n, w := escapeBlocks(&d[k], unsafe.StringData(s[i:]), blocks, &expand)
+				n, w := escapeBlocks(&d[k], unsafe.StringData(s[i:]), blocks)
 				i, k = i+n, k+w
 				if n == 16*blocks {
 					continue
@@ -147,28 +148,6 @@ var escapes = func() (t [256]uint64) {
 			} else {
 				t[b] = uint64(b) | 1<<56
 			}
-		}
-	}
-	return t
-}()
-
-// expand is how escapeBlocks spreads eight bytes with stops at the set
-// bits of its index: for each output byte, the input byte to take (0 to
-// 7), or 8, a backslash, before each stop; 0x80 (a zero byte) after the
-// last, where the next store goes.
-var expand = func() (t [256][16]byte) {
-	for m := range t {
-		p := 0
-		for j := range 8 {
-			if m>>j&1 != 0 {
-				t[m][p] = 8
-				p++
-			}
-			t[m][p] = byte(j)
-			p++
-		}
-		for ; p < 16; p++ {
-			t[m][p] = 0x80
 		}
 	}
 	return t
