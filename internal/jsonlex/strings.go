@@ -39,18 +39,30 @@ func AppendEscapedASCII[T ~string | ~[]byte](dst []byte, s T, i int) ([]byte, in
 
 func appendEscapedASCII(dst []byte, s string, i int) ([]byte, int) {
 	k, d := len(dst), dst[:cap(dst)]
+	// Where the blocks may be tried again, and how far past a block
+	// they leave to try them next, doubled while they do not get four
+	// blocks far: text full of \u00xx escapes (terminal colours, \x1b
+	// every few bytes) would otherwise try every other word in blocks,
+	// and go at half the words' speed.
+	blocksFrom, backOff := i, 16
 	for i < len(s) {
 		// Sixteen bytes at a time where the processor can; the blocks
 		// it leaves, the rest of s, and any growing are done below. A
 		// call takes at most 64 KiB: the runtime cannot preempt
 		// assembly, and a goroutine that answers a ping may be waiting.
-		if haveBlocks && len(s)-i >= 32 {
+		if haveBlocks && i >= blocksFrom && len(s)-i >= 32 {
 			if blocks := min((len(s)-i)/16, (len(d)-k)/32, 4096); blocks > 0 {
 				n, w := escapeBlocks(&d[k], unsafe.StringData(s[i:]), blocks)
 				i, k = i+n, k+w
 				if n == 16*blocks {
 					continue
 				}
+				if n >= 4*16 {
+					backOff = 16
+				} else {
+					backOff = min(2*backOff, 4096)
+				}
+				blocksFrom = i + backOff
 			}
 		}
 		// A word at a time, stored as it is if it has no stop, else a

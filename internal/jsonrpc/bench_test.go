@@ -134,3 +134,16 @@ func BenchmarkAppendStringBodyEscapeDense(b *testing.B) {
 		buf = AppendStringBody(buf[:0], text)
 	}
 }
+
+// BenchmarkAppendStringBodyTerminal escapes a tool's coloured terminal
+// output, an \x1b (written \u001b) every few bytes: what the blocks leave
+// to the word loop, which they must not slow by trying them too often.
+func BenchmarkAppendStringBodyTerminal(b *testing.B) {
+	text := strings.Repeat("\x1b[32mok\x1b[0m  step 12 passed in 3ms\n", 1<<13)
+	buf := make([]byte, 0, 4*len(text))
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendStringBody(buf[:0], text)
+	}
+}
