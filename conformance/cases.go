@@ -11,7 +11,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 )
 
 // Grades. A case passes only when the evidence shows the declared call
@@ -49,7 +49,7 @@ func writeFixtures(root string) error {
 
 // evidence is everything a case is graded from.
 type evidence struct {
-	audit     []kernel.Event
+	audit     []audit.Event
 	exchanges []exchange
 	held      []heldCall // calls the hold proxy kept from the kernel
 	root      string     // the files root after the run
@@ -70,10 +70,10 @@ func (e *evidence) reachedUpstream(tool string) bool {
 }
 
 // invocations returns the kernel's tool.invoked events for tool.
-func (e *evidence) invocations(tool string) []kernel.Event {
-	var out []kernel.Event
+func (e *evidence) invocations(tool string) []audit.Event {
+	var out []audit.Event
 	for _, ev := range e.audit {
-		if ev.Event == kernel.EventToolInvoked && ev.Tool == tool {
+		if ev.Event == audit.EventToolInvoked && ev.Tool == tool {
 			out = append(out, ev)
 		}
 	}
@@ -230,7 +230,7 @@ var cases = []Case{
 		grade: func(e *evidence, h *harness) (string, string) {
 			var escalated bool
 			for _, ev := range e.audit {
-				escalated = escalated || ev.Event == kernel.EventTurnEscalated
+				escalated = escalated || ev.Event == audit.EventTurnEscalated
 			}
 			if !escalated {
 				if res, ok := e.result(0); ok {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 )
 
 // options are what a run is given.
@@ -350,7 +351,7 @@ func startKernel(ctx context.Context, env *caseEnv, cfg, sock string) (func(), e
 
 // readAudit reads the case's audit log through `sharedos-mcp audit --json`,
 // as an operator would.
-func readAudit(ctx context.Context, env *caseEnv) ([]kernel.Event, error) {
+func readAudit(ctx context.Context, env *caseEnv) ([]audit.Event, error) {
 	out, err := exec.CommandContext(ctx, env.bin, "audit", "--file", env.audit, "--json").Output()
 	if err != nil {
 		if _, statErr := os.Stat(env.audit); errors.Is(statErr, os.ErrNotExist) {
@@ -358,10 +359,10 @@ func readAudit(ctx context.Context, env *caseEnv) ([]kernel.Event, error) {
 		}
 		return nil, fmt.Errorf("sharedos-mcp audit: %w", err)
 	}
-	var events []kernel.Event
+	var events []audit.Event
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
-		var e kernel.Event
+		var e audit.Event
 		if err := dec.Decode(&e); err != nil {
 			return nil, fmt.Errorf("decode audit: %w", err)
 		}
@@ -373,10 +374,10 @@ func readAudit(ctx context.Context, env *caseEnv) ([]kernel.Event, error) {
 // catalogHash is the hash the kernel gave the case's turns; several
 // different ones are reported joined, which makes the column
 // incomparable.
-func catalogHash(events []kernel.Event) string {
+func catalogHash(events []audit.Event) string {
 	var hashes []string
 	for _, e := range events {
-		if (e.Event == kernel.EventCatalogListed || e.Event == kernel.EventToolInvoked) && e.CatalogHash != "" {
+		if (e.Event == audit.EventCatalogListed || e.Event == audit.EventToolInvoked) && e.CatalogHash != "" {
 			if !slices.Contains(hashes, e.CatalogHash) {
 				hashes = append(hashes, e.CatalogHash)
 			}

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/internal/testfs"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -71,8 +72,8 @@ func TestAuditLinesCannotBeForged(t *testing.T) {
 		}
 	}
 	want := map[string]int{
-		EventTurnOpened: 1, EventCatalogListed: 1, EventToolInvoked: len(calls) + 1,
-		EventToolAuthorized: 1, EventTurnEscalated: 1, EventTurnClosed: 1, // tool.authorized: the write, before it acted
+		audit.EventTurnOpened: 1, audit.EventCatalogListed: 1, audit.EventToolInvoked: len(calls) + 1,
+		audit.EventToolAuthorized: 1, audit.EventTurnEscalated: 1, audit.EventTurnClosed: 1, // tool.authorized: the write, before it acted
 	}
 	for ev, n := range want {
 		if count[ev] != n {
@@ -82,7 +83,7 @@ func TestAuditLinesCannotBeForged(t *testing.T) {
 	if len(count) != len(want) {
 		t.Errorf("unexpected events: %v", count)
 	}
-	invoked := eventsNamed(evs, EventToolInvoked)
+	invoked := eventsNamed(evs, audit.EventToolInvoked)
 	// Long names are recorded shortened, with an ellipsis.
 	if !strings.HasPrefix("x"+forged, strings.TrimSuffix(invoked[0].Tool, "…")) || invoked[0].Code != kproto.CodeToolUnavailable {
 		t.Errorf("the forged tool name is not recorded as the string it was: %+v", invoked[0])
@@ -100,7 +101,7 @@ func TestFileWritesStayInsideTheRoot(t *testing.T) {
 	if err := os.Symlink(filepath.Join(h.outside, "new-dir"), filepath.Join(h.root, "public", "dangling")); err != nil {
 		t.Fatal(err)
 	}
-	before := snapshot(t, h.outside)
+	before := testfs.Snapshot(t, h.outside)
 	c := h.dial()
 	c.hello("cc")
 	c.list()
@@ -136,36 +137,10 @@ func TestFileWritesStayInsideTheRoot(t *testing.T) {
 			}
 		})
 	}
-	if after := snapshot(t, h.outside); after != before {
+	if after := testfs.Snapshot(t, h.outside); after != before {
 		t.Errorf("the directory outside the root changed:\nbefore %s\nafter  %s", before, after)
 	}
 	if _, err := os.Lstat("/tmp/sharedos-escape.txt"); err == nil {
 		t.Error("a write escaped to /tmp")
 	}
-}
-
-// snapshot lists every entry under dir with its content.
-func snapshot(t *testing.T, dir string) string {
-	t.Helper()
-	var entries []string
-	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		data := ""
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			data = string(b)
-		}
-		entries = append(entries, p+"="+data)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(entries)
-	return strings.Join(entries, ";")
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 )
 
 // TestAFullDiskUnderTheAuditLogStopsEffects puts the audit log on a real
@@ -31,7 +33,7 @@ func TestAFullDiskUnderTheAuditLogStopsEffects(t *testing.T) {
 		if err := s.Audit.Close(); err != nil {
 			t.Fatal(err)
 		}
-		a, err := OpenAuditLog(logPath)
+		a, err := audit.Open(logPath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +78,7 @@ func TestAFullDiskUnderTheAuditLogStopsEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if evs := parseEvents(t, data); len(eventsNamed(evs, EventToolInvoked)) != 0 {
+	if evs := parseEvents(t, data); len(eventsNamed(evs, audit.EventToolInvoked)) != 0 {
 		t.Errorf("calls recorded on a full disk: %+v", evs)
 	}
 	// Whether turn.closed can be recorded once space is back depends on

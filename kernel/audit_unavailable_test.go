@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -28,7 +29,7 @@ type failingSink struct {
 	fail   atomic.Bool
 }
 
-func (f *failingSink) Write(ev Event) error {
+func (f *failingSink) Write(ev audit.Event) error {
 	if f.fail.Load() && (f.failOn == "" || f.failOn == ev.Event) {
 		return fmt.Errorf("write audit log: %w", syscall.ENOSPC)
 	}
@@ -124,12 +125,12 @@ func TestAnUnwritableAuditLogRefusesCallsUntilItWorks(t *testing.T) {
 	var names []string
 	for _, e := range h.events() {
 		names = append(names, e.Event)
-		if e.Event == EventTurnEscalated && e.Reason != "now" {
+		if e.Event == audit.EventTurnEscalated && e.Reason != "now" {
 			t.Errorf("an escalation that was refused is in the log: %+v", e)
 		}
 	}
-	want := []string{EventTurnOpened, EventCatalogListed, EventToolAuthorized, EventToolInvoked, EventToolInvoked,
-		EventTurnEscalated, EventToolInvoked, EventTurnClosed}
+	want := []string{audit.EventTurnOpened, audit.EventCatalogListed, audit.EventToolAuthorized, audit.EventToolInvoked, audit.EventToolInvoked,
+		audit.EventTurnEscalated, audit.EventToolInvoked, audit.EventTurnClosed}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("events\n %v\nwant\n %v", names, want)
 	}
@@ -139,7 +140,7 @@ func TestAnUnwritableAuditLogRefusesCallsUntilItWorks(t *testing.T) {
 // before the write; when the outcome cannot be, the answer says the write
 // happened but withholds the result.
 func TestAWriteWhoseOutcomeCannotBeRecorded(t *testing.T) {
-	sink := &failingSink{failOn: EventToolInvoked}
+	sink := &failingSink{failOn: audit.EventToolInvoked}
 	h := startKernel(t, writerGrants(t), failing(sink))
 	c := h.dial()
 	c.hello("cc")
@@ -153,7 +154,7 @@ func TestAWriteWhoseOutcomeCannotBeRecorded(t *testing.T) {
 	if got := mustRead(t, filepath.Join(h.root, "public", "new.txt")); got != "x" {
 		t.Errorf("the file holds %q", got)
 	}
-	authorized := eventsNamed(h.events(), EventToolAuthorized)
+	authorized := eventsNamed(h.events(), audit.EventToolAuthorized)
 	if len(authorized) != 1 || authorized[0].Resource != "files:/public/new.txt" || authorized[0].Action != "write" || authorized[0].Tool != "files.write" {
 		t.Errorf("tool.authorized events %+v", authorized)
 	}

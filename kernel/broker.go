@@ -14,23 +14,9 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
-)
-
-// Audit events about brokered tools' definitions, recorded by the kernel
-// itself (no turn: executionId and integration are empty, peer is the
-// kernel process). tool is the published name, upstream the upstream's.
-const (
-	// EventUpstreamToolPinned: a definition was pinned, on first sight
-	// (reason first_seen) or by kernel approve (reason approved, with
-	// previous and changed). An approval is recorded, and synced, before
-	// the tool is published again.
-	EventUpstreamToolPinned = upstream.EventToolPinned
-	// EventUpstreamToolQuarantined: a tool's definition differs from its
-	// pin (sha256 offered, previous pinned, changed fields); the tool is
-	// not published until it is approved.
-	EventUpstreamToolQuarantined = upstream.EventToolQuarantined
 )
 
 // maxBrokeredResult bounds a brokered call's result, its content and
@@ -282,13 +268,22 @@ func (s *Server) recordApproval(ev upstream.Event) bool {
 	return ok
 }
 
-func (s *Server) upstreamEvent(ev upstream.Event) Event {
+// upstreamEvent is the audit record of an event about a brokered tool's
+// definition: upstream.EventToolPinned (pinned on first sight, reason
+// first_seen, or by kernel approve, reason approved with previous and
+// changed; an approval is recorded, and synced, before the tool is
+// published again) or upstream.EventToolQuarantined (the definition
+// differs from its pin: sha256 offered, previous pinned, changed fields;
+// the tool is not published until it is approved). It belongs to no
+// turn: executionId and integration are empty and peer is the kernel
+// process; tool is the published name, upstream the upstream's.
+func (s *Server) upstreamEvent(ev upstream.Event) audit.Event {
 	t := ev.Time
 	if t.IsZero() {
 		t = s.now()
 	}
-	return Event{
-		Time: stamp(t), Event: ev.Kind, Peer: AuditPeer{UID: uint32(os.Getuid()), PID: os.Getpid()},
+	return audit.Event{
+		Time: audit.Stamp(t), Event: ev.Kind, Peer: audit.Peer{UID: uint32(os.Getuid()), PID: os.Getpid()},
 		Tool: ev.Upstream + "." + ev.Tool, Upstream: ev.Upstream, Reason: ev.Reason,
 		SHA256: ev.Hash, Previous: ev.Previous, Changed: ev.Changed,
 	}
@@ -408,7 +403,7 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 		return c, denied(kproto.CodeToolUnavailable, "%s is no longer served: its upstream %s was removed from the kernel's config", tl.def.Name, ut.Upstream)
 	}
 	effect := tl.hasEffect()
-	if effect && !t.s.recordDurably(t.event(EventToolAuthorized, func(e *Event) {
+	if effect && !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 		e.Resource, e.Upstream = c.resource, c.upstream
 	})) {

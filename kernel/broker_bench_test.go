@@ -16,6 +16,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -71,7 +72,7 @@ func benchBrokered(b *testing.B, command []string, tool, args string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		audit, err := OpenAuditLog(filepath.Join(base, "audit.jsonl"))
+		audit, err := audit.Open(filepath.Join(base, "audit.jsonl"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -143,8 +144,8 @@ func TestBrokeredCallsAreDecidedOnTheResourceTheirArgumentsName(t *testing.T) {
 	if got := u.arguments("get_issue"); !reflect.DeepEqual(got, []string{`{"n":7}`, `{"n":7}`}) {
 		t.Errorf("get_issue arguments at the upstream = %v", got)
 	}
-	var invoked []Event
-	for _, e := range eventsNamed(h.events(), EventToolInvoked) {
+	var invoked []audit.Event
+	for _, e := range eventsNamed(h.events(), audit.EventToolInvoked) {
 		if strings.HasPrefix(e.Tool, "test.") {
 			invoked = append(invoked, e)
 		}
@@ -229,7 +230,7 @@ func TestAnUnpublishedBrokeredNameIsToolUnavailable(t *testing.T) {
 		t.Errorf("the upstream received %v", calls)
 	}
 	var asked []string
-	for _, e := range eventsNamed(h.events(), EventToolInvoked) {
+	for _, e := range eventsNamed(h.events(), audit.EventToolInvoked) {
 		asked = append(asked, e.Tool+" "+e.Code)
 	}
 	if want := []string{"test.env tool_unavailable", "test.nosuch tool_unavailable", "nosuch.echo tool_unavailable"}; !reflect.DeepEqual(asked, want) {
@@ -262,12 +263,12 @@ func TestAnActingBrokeredCallIsOnTheRecordBeforeTheUpstreamSeesIt(t *testing.T) 
 		t.Errorf("the upstream received %v, want only env: nothing acts unrecorded", got)
 	}
 	evs := h.events()
-	auth := eventsNamed(evs, EventToolAuthorized)
+	auth := eventsNamed(evs, audit.EventToolAuthorized)
 	if len(auth) != 1 || auth[0].Tool != "test.env" || auth[0].Upstream != "test" || auth[0].Resource != "test:/env" || auth[0].Action != "call" || auth[0].Seq != 1 {
 		t.Fatalf("tool.authorized = %+v, want one for test.env", auth)
 	}
 	// The decision comes before the outcome.
-	ia, ii := slices.IndexFunc(evs, func(e Event) bool { return e.Event == EventToolAuthorized }), slices.IndexFunc(evs, func(e Event) bool { return e.Event == EventToolInvoked })
+	ia, ii := slices.IndexFunc(evs, func(e audit.Event) bool { return e.Event == audit.EventToolAuthorized }), slices.IndexFunc(evs, func(e audit.Event) bool { return e.Event == audit.EventToolInvoked })
 	if ia < 0 || ii < ia {
 		t.Errorf("tool.authorized at %d, tool.invoked at %d", ia, ii)
 	}
@@ -455,7 +456,7 @@ func TestAListChangeAppliesFromTheNextTurnAndAChangedToolIsQuarantined(t *testin
 	var pins []string
 	for _, e := range evs {
 		switch e.Event {
-		case EventUpstreamToolPinned, EventUpstreamToolQuarantined:
+		case upstream.EventToolPinned, upstream.EventToolQuarantined:
 			if e.Upstream != "test" || len(e.SHA256) != 64 || e.Integration != "" || e.Peer.PID != os.Getpid() {
 				t.Errorf("%s record = %+v", e.Event, e)
 			}
@@ -473,10 +474,12 @@ func TestAListChangeAppliesFromTheNextTurnAndAChangedToolIsQuarantined(t *testin
 		}
 	}
 	// The approval is recorded before the turn that lists echo again.
-	approved := slices.IndexFunc(evs, func(e Event) bool { return e.Event == EventUpstreamToolPinned && e.Reason == upstream.ReasonApproved })
+	approved := slices.IndexFunc(evs, func(e audit.Event) bool {
+		return e.Event == upstream.EventToolPinned && e.Reason == upstream.ReasonApproved
+	})
 	opened := -1
 	for i, e := range evs {
-		if e.Event == EventTurnOpened {
+		if e.Event == audit.EventTurnOpened {
 			opened = i
 		}
 	}
@@ -528,7 +531,7 @@ func TestAQuarantineAndItsApprovalSurviveAKernelRestart(t *testing.T) {
 	}
 	h3.stop()
 	approved := 0
-	for _, e := range eventsNamed(h3.events(), EventUpstreamToolPinned) {
+	for _, e := range eventsNamed(h3.events(), upstream.EventToolPinned) {
 		if e.Reason == upstream.ReasonApproved && e.Tool == "test.echo" {
 			approved++
 		}

@@ -25,7 +25,7 @@ import (
 // values before the kernel starts.
 type Config struct {
 	Socket    string         // "" means sockpath.Default
-	AuditLog  string         // "" means DefaultAuditPath
+	AuditLog  string         // "" means audit.DefaultPath
 	AllowUIDs []uint32       // nil means the kernel's own uid
 	Root      string         // the files root, absolute; "" serves no file tools (only valid with upstreams)
 	Grants    []policy.Grant // deny by default: only these allow anything

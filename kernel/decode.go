@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sharedos/sharedos-mcp/internal/clip"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 )
 
@@ -139,7 +140,7 @@ func (t *tool) parseArgs(raw []byte) (map[string]string, string) {
 		args[p.name] = s
 	}
 	if unknown != nil {
-		return nil, fmt.Sprintf("unknown argument %q (allowed: %s)", shorten(string(unknown), 64), t.paramNames())
+		return nil, fmt.Sprintf("unknown argument %q (allowed: %s)", clip.String(string(unknown), 64), t.paramNames())
 	}
 	return args, ""
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
@@ -248,14 +249,14 @@ actions = ["read", "list"]
 		if e.Integration != "claude-code" {
 			t.Errorf("event for %q, want claude-code: %+v", e.Integration, e)
 		}
-		if e.Event == EventToolInvoked {
+		if e.Event == audit.EventToolInvoked {
 			invoked++
 			if e.CatalogHash != published {
 				t.Errorf("tool.invoked catalogHash %s, the shim published %s", e.CatalogHash, published)
 			}
 		}
 	}
-	if invoked != 4 || evs[len(evs)-1].Event != EventTurnClosed {
+	if invoked != 4 || evs[len(evs)-1].Event != audit.EventTurnClosed {
 		t.Errorf("%d tool.invoked, last event %q; want 4 and turn.closed", invoked, evs[len(evs)-1].Event)
 	}
 }
@@ -290,7 +291,7 @@ actions = ["escalate"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	esc := eventsNamed(parseEvents(t, data), EventTurnEscalated)
+	esc := eventsNamed(parseEvents(t, data), audit.EventTurnEscalated)
 	if len(esc) != 1 || esc[0].Reason != "need write access to /public" || esc[0].Integration != "codex" {
 		t.Errorf("turn.escalated events %+v", esc)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sharedos/sharedos-mcp/internal/clip"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -231,7 +232,7 @@ func relPath(logical string) string {
 }
 
 // shown is a client's path as a message may quote it: never unbounded.
-func shown(p string) string { return shorten(p, maxShownPath) }
+func shown(p string) string { return clip.String(p, maxShownPath) }
 
 // pathFailure turns an open or resolve error into the call's outcome.
 func pathFailure(tool, logical string, err error) outcome {
@@ -735,9 +736,9 @@ func (s *searcher) scan(o *object) {
 		counted = start
 		text := bytes.TrimSuffix(data[start:end], []byte{'\r'})
 		if len(text) > maxMatchText {
-			text = text[:maxMatchText+1] // shorten cuts it to maxMatchText
+			text = text[:maxMatchText+1] // clip.String cuts it to maxMatchText
 		}
-		m := searchMatch{Path: o.path, Line: line, Text: shorten(string(text), maxMatchText)}
+		m := searchMatch{Path: o.path, Line: line, Text: clip.String(string(text), maxMatchText)}
 		cost := jsonStringCost(m.Path) + jsonStringCost(m.Text) + len(`{"path":,"line":9999999,"text":},`)
 		if len(s.out.Matches) == maxSearchMatches || s.cost+cost > maxResultBytes-64 {
 			s.stop()
@@ -747,17 +748,6 @@ func (s *searcher) scan(o *object) {
 		s.cost += cost
 		off = end + 1
 	}
-}
-
-// shorten cuts s to at most n bytes without splitting a UTF-8 sequence.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 type writeOutput struct {

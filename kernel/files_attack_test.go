@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/internal/testfs"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -143,7 +145,7 @@ func TestLinksAreAuthorizedWhereTheyLead(t *testing.T) {
 		"files:/docs/drafts/shared/docs/README.md": {"files:/docs/README.md", "files:/docs/drafts/shared/docs/README.md"},
 	}
 	seen := map[string]bool{}
-	for _, e := range eventsNamed(h.events(), EventToolInvoked) {
+	for _, e := range eventsNamed(h.events(), audit.EventToolInvoked) {
 		named := e.Requested
 		if named == "" {
 			named = e.Resource
@@ -355,8 +357,8 @@ func TestRacingWritesStayInTheirGrantAndLeaveNoTemporaryFiles(t *testing.T) {
 	if err := os.Symlink(h.outside, toOutside); err != nil {
 		t.Fatal(err)
 	}
-	before := snapshot(t, h.outside)
-	private := snapshot(t, filepath.Join(h.root, "private"))
+	before := testfs.Snapshot(t, h.outside)
+	private := testfs.Snapshot(t, filepath.Join(h.root, "private"))
 	c := h.dial()
 	c.hello("cc")
 	c.list()
@@ -382,10 +384,10 @@ func TestRacingWritesStayInTheirGrantAndLeaveNoTemporaryFiles(t *testing.T) {
 			t.Errorf("%d writes answered %q", n, k)
 		}
 	}
-	if after := snapshot(t, h.outside); after != before {
+	if after := testfs.Snapshot(t, h.outside); after != before {
 		t.Errorf("a write escaped the root:\nbefore %s\nafter  %s", before, after)
 	}
-	if after := snapshot(t, filepath.Join(h.root, "private")); after != private {
+	if after := testfs.Snapshot(t, filepath.Join(h.root, "private")); after != private {
 		t.Errorf("a write escaped its grant into /private:\nbefore %s\nafter  %s", private, after)
 	}
 	var temps []string
@@ -636,7 +638,7 @@ func TestEndToEndTheIssuesLinkThroughTheShim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	invoked := eventsNamed(parseEvents(t, data), EventToolInvoked)
+	invoked := eventsNamed(parseEvents(t, data), audit.EventToolInvoked)
 	if len(invoked) != 4 {
 		t.Fatalf("%d tool.invoked, want 4: %+v", len(invoked), invoked)
 	}
@@ -682,7 +684,7 @@ func TestPathsThatReadBackOddly(t *testing.T) {
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range eventsNamed(h.events(), EventToolInvoked) {
+	for _, e := range eventsNamed(h.events(), audit.EventToolInvoked) {
 		if e.Requested == "files:/public/absolute" && e.Resource != "files:/public/sub/b.txt" {
 			t.Errorf("the absolute link's read is recorded on %s", e.Resource)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -44,7 +45,7 @@ func startBenchTurn(b *testing.B) *benchTurn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	audit, err := OpenAuditLog(filepath.Join(base, "audit.jsonl"))
+	audit, err := audit.Open(filepath.Join(base, "audit.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}

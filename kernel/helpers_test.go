@@ -18,6 +18,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -120,7 +121,7 @@ func startKernel(t *testing.T, grants []policy.Grant, opts ...func(*Server)) *ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit, err := OpenAuditLog(h.auditPath)
+	audit, err := audit.Open(h.auditPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func (h *kernelHarness) stop() error {
 }
 
 // events reads the audit log as it stands.
-func (h *kernelHarness) events() []Event {
+func (h *kernelHarness) events() []audit.Event {
 	h.t.Helper()
 	data, err := os.ReadFile(h.auditPath)
 	if err != nil {
@@ -161,17 +162,17 @@ func (h *kernelHarness) events() []Event {
 
 // parseEvents parses every line of an audit log, failing on any that is
 // not a whole event.
-func parseEvents(t *testing.T, data []byte) []Event {
+func parseEvents(t *testing.T, data []byte) []audit.Event {
 	t.Helper()
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		t.Fatalf("audit log does not end in a newline: %q", data[max(0, len(data)-80):])
 	}
-	var evs []Event
+	var evs []audit.Event
 	for _, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
-		var e Event
+		var e audit.Event
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&e); err != nil || e.Event == "" || e.Time == "" {
@@ -182,8 +183,8 @@ func parseEvents(t *testing.T, data []byte) []Event {
 	return evs
 }
 
-func eventsNamed(evs []Event, name string) []Event {
-	var out []Event
+func eventsNamed(evs []audit.Event, name string) []audit.Event {
+	var out []audit.Event
 	for _, e := range evs {
 		if e.Event == name {
 			out = append(out, e)

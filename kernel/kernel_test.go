@@ -20,6 +20,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -80,7 +81,7 @@ func TestHelloWithBadNameIsRefusedAndClosed(t *testing.T) {
 		t.Fatalf("data.code %q, want %q", code, kproto.ErrInvalidIntegrationName)
 	}
 	c.expectEOF()
-	refused := eventsNamed(h.events(), EventTurnRefused)
+	refused := eventsNamed(h.events(), audit.EventTurnRefused)
 	if len(refused) != 1 || !strings.Contains(refused[0].Reason, "invalid integration name") || refused[0].Integration != "" {
 		t.Errorf("turn.refused events %+v", refused)
 	}
@@ -114,8 +115,8 @@ func TestPeerUIDs(t *testing.T) {
 				return
 			}
 			c.expectEOF()
-			refused := eventsNamed(h.events(), EventTurnRefused)
-			if len(refused) != 1 || refused[0].Peer != (AuditPeer{UID: tt.peer, PID: 4321}) || !strings.Contains(refused[0].Reason, "not served") {
+			refused := eventsNamed(h.events(), audit.EventTurnRefused)
+			if len(refused) != 1 || refused[0].Peer != (audit.Peer{UID: tt.peer, PID: 4321}) || !strings.Contains(refused[0].Reason, "not served") {
 				t.Errorf("turn.refused events %+v, want one for uid %d pid 4321", refused, tt.peer)
 			}
 			if refused[0].ExecutionID == "" {
@@ -289,7 +290,7 @@ func TestOutsideTheGrantIsDenied(t *testing.T) {
 			t.Errorf("%s %s leaked content: %+v", tc.tool, tc.path, r)
 		}
 	}
-	invoked := eventsNamed(h.events(), EventToolInvoked)
+	invoked := eventsNamed(h.events(), audit.EventToolInvoked)
 	if len(invoked) != 3 || invoked[0].Resource != "files:/private/secret.txt" || invoked[0].Action != "read" ||
 		invoked[0].Status != "denied" || invoked[0].Code != "no_matching_grant" {
 		t.Errorf("tool.invoked %+v", invoked)
@@ -520,7 +521,7 @@ func TestEscalation(t *testing.T) {
 			t.Errorf("call after the escalate tool: %+v", r)
 		}
 	})
-	esc := eventsNamed(h.events(), EventTurnEscalated)
+	esc := eventsNamed(h.events(), audit.EventTurnEscalated)
 	if len(esc) != 2 || esc[0].Reason != "need write access" || esc[0].Note != "turn over" || esc[0].CallID != "c9" || esc[1].Reason != "stuck" {
 		t.Errorf("turn.escalated events %+v", esc)
 	}
@@ -564,7 +565,7 @@ func TestCallsRunConcurrentlyAndCancel(t *testing.T) {
 		t.Errorf("cancelled call answered %s %+v, want failed cancelled", m.ID, r)
 	}
 	var found bool
-	for _, e := range eventsNamed(h.events(), EventToolInvoked) {
+	for _, e := range eventsNamed(h.events(), audit.EventToolInvoked) {
 		if e.CallID == "slow" {
 			found = e.Status == "failed" && e.Code == "cancelled"
 		}
@@ -597,7 +598,7 @@ func TestAuditRecordsTheTurn(t *testing.T) {
 			t.Errorf("time %q: want RFC 3339 in UTC", e.Time)
 		}
 	}
-	want := []string{EventTurnOpened, EventCatalogListed, EventToolInvoked, EventToolInvoked, EventToolInvoked, EventTurnClosed}
+	want := []string{audit.EventTurnOpened, audit.EventCatalogListed, audit.EventToolInvoked, audit.EventToolInvoked, audit.EventToolInvoked, audit.EventTurnClosed}
 	if !slices.Equal(names, want) {
 		t.Fatalf("events %v, want %v", names, want)
 	}
@@ -633,7 +634,7 @@ func TestShutdownClosesTurnsAndRemovesTheSocket(t *testing.T) {
 		t.Errorf("socket still there after shutdown: %v", err)
 	}
 	evs := h.events()
-	if last := evs[len(evs)-1]; last.Event != EventTurnClosed {
+	if last := evs[len(evs)-1]; last.Event != audit.EventTurnClosed {
 		t.Errorf("last event %+v, want turn.closed", last)
 	}
 }
@@ -710,7 +711,7 @@ func TestConcurrentTurns(t *testing.T) {
 			perTurn[e.ExecutionID] = map[string]int{}
 		}
 		perTurn[e.ExecutionID][e.Event]++
-		if e.Event == EventToolInvoked {
+		if e.Event == audit.EventToolInvoked {
 			perTurn[e.ExecutionID]["call "+e.CallID]++
 		}
 	}
@@ -719,7 +720,7 @@ func TestConcurrentTurns(t *testing.T) {
 	}
 	for _, id := range execIDs {
 		got := perTurn[id]
-		if got[EventTurnOpened] != 1 || got[EventCatalogListed] != 1 || got[EventToolInvoked] != calls || got[EventTurnClosed] != 1 {
+		if got[audit.EventTurnOpened] != 1 || got[audit.EventCatalogListed] != 1 || got[audit.EventToolInvoked] != calls || got[audit.EventTurnClosed] != 1 {
 			t.Errorf("turn %s: %v", id, got)
 		}
 		for j := range calls {

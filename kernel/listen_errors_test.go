@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
+	"github.com/sharedos/sharedos-mcp/internal/testfs"
 )
 
 // TestListenErrorsAreTyped: the command layer turns these into hints, so
@@ -25,17 +26,17 @@ func TestListenErrorsAreTyped(t *testing.T) {
 		}, []error{sockpath.ErrTooLong}},
 		{"a regular file at the path", func(t *testing.T) string {
 			p := filepath.Join(dir, "plain")
-			writeFileMode(t, p, "keep", 0o600)
+			testfs.WriteFile(t, p, "keep", 0o600)
 			return p
 		}, []error{ErrNotASocket}},
 		{"a directory others can write", func(t *testing.T) string {
 			d := filepath.Join(dir, "open")
-			mkdirMode(t, d, 0o777)
+			testfs.Mkdir(t, d, 0o777)
 			return filepath.Join(d, "k.sock")
 		}, []error{ErrSocketDir, sockpath.ErrUntrusted}},
 		{"a directory that cannot be created", func(t *testing.T) string {
 			p := filepath.Join(dir, "file")
-			writeFileMode(t, p, "", 0o600)
+			testfs.WriteFile(t, p, "", 0o600)
 			return filepath.Join(p, "sub", "k.sock")
 		}, []error{ErrSocketDir}},
 		{"a socket another process answers on", func(t *testing.T) string {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/sharedos/sharedos-mcp/internal/testfs"
 )
 
 // The tests in this file use only Listen and Close, so each can be run
@@ -131,12 +133,12 @@ func TestAKernelRemovesOnlyItsOwnSocket(t *testing.T) {
 // a sticky directory, owned by another user who can re-point it at any
 // kernel of yours, is refused.
 func TestListenRefusesAnotherUsersLink(t *testing.T) {
-	uid := otherUID(t)
+	uid := testfs.OtherUID(t)
 	base := shortTempDir(t)
 	sticky := filepath.Join(base, "tmp")
-	mkdirMode(t, sticky, 0o777|os.ModeSticky)
+	testfs.Mkdir(t, sticky, 0o777|os.ModeSticky)
 	mine := filepath.Join(base, "mine")
-	mkdirMode(t, mine, 0o700)
+	testfs.Mkdir(t, mine, 0o700)
 	link := filepath.Join(sticky, "run")
 	if err := os.Symlink(mine, link); err != nil {
 		t.Fatal(err)

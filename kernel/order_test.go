@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -63,7 +63,7 @@ func TestAPipelinedWriteIsSeenByTheReadBehindIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	seqs := map[string]int64{}
-	for _, e := range eventsNamed(h.events(), EventToolInvoked) {
+	for _, e := range eventsNamed(h.events(), audit.EventToolInvoked) {
 		seqs[e.CallID] = e.Seq
 	}
 	for i := range pairs {
@@ -71,7 +71,7 @@ func TestAPipelinedWriteIsSeenByTheReadBehindIt(t *testing.T) {
 			t.Errorf("pair %d: seq %d and %d, want %d and %d", i, seqs[fmt.Sprintf("w%d", i)], seqs[fmt.Sprintf("r%d", i)], 2*i+1, 2*i+2)
 		}
 	}
-	for _, e := range eventsNamed(h.events(), EventToolAuthorized) {
+	for _, e := range eventsNamed(h.events(), audit.EventToolAuthorized) {
 		if e.Seq != seqs[e.CallID] {
 			t.Errorf("%s: tool.authorized seq %d, tool.invoked seq %d", e.CallID, e.Seq, seqs[e.CallID])
 		}
@@ -226,13 +226,13 @@ func TestALineOverTheLimitIsAnsweredUnderItsID(t *testing.T) {
 		t.Fatal(err)
 	}
 	found := false
-	for _, e := range eventsNamed(h.events(), EventToolInvoked) {
+	for _, e := range eventsNamed(h.events(), audit.EventToolInvoked) {
 		if e.CallID == "huge" {
 			found = e.Code == codeTooLarge && e.Tool == "files.read" && e.Seq == 1
 		}
 	}
 	if !found {
-		t.Errorf("the oversized call is not recorded as call 1, too_large: %+v", eventsNamed(h.events(), EventToolInvoked))
+		t.Errorf("the oversized call is not recorded as call 1, too_large: %+v", eventsNamed(h.events(), audit.EventToolInvoked))
 	}
 }
 
@@ -299,39 +299,5 @@ func TestANewPolicyAppliesToOpenTurns(t *testing.T) {
 	h.srv.SetPolicy(Policy{Grants: publicReader(t)})
 	if r := c.invoke("files.read", map[string]string{"path": "/public/a.txt"}); r.Status != kproto.StatusSucceeded {
 		t.Errorf("after the grant is back: %+v", r)
-	}
-}
-
-// TestCallOrderListsATurnsCallsInArrivalOrder: overlapping reads are
-// recorded as they finish; the table lists them by seq, turn by turn, and
-// a call whose predecessor's record never came still shows by the end.
-func TestCallOrderListsATurnsCallsInArrivalOrder(t *testing.T) {
-	in := []Event{
-		{Event: EventTurnOpened, ExecutionID: "a"},
-		{Event: EventTurnOpened, ExecutionID: "b"},
-		{Event: EventToolInvoked, ExecutionID: "a", Seq: 2, CallID: "a2"},
-		{Event: EventToolInvoked, ExecutionID: "b", Seq: 1, CallID: "b1"},
-		{Event: EventToolInvoked, ExecutionID: "a", Seq: 3, CallID: "a3"},
-		{Event: EventToolInvoked, ExecutionID: "a", Seq: 1, CallID: "a1"},
-		{Event: EventToolInvoked, ExecutionID: "b", Seq: 3, CallID: "b3"}, // b2's record is missing
-		{Event: EventTurnClosed, ExecutionID: "a"},
-		{Event: EventToolInvoked, ExecutionID: "c", Seq: 2, CallID: "c2"}, // c1 is missing, c never closes
-	}
-	var got []string
-	o := NewCallOrder(func(e Event, _ []byte) error {
-		got = append(got, cmp.Or(e.CallID, e.Event+" "+e.ExecutionID))
-		return nil
-	})
-	for _, e := range in {
-		if err := o.Event(e, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := o.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"turn.opened a", "turn.opened b", "b1", "a1", "a2", "a3", "turn.closed a", "b3", "c2"}
-	if !slices.Equal(got, want) {
-		t.Errorf("order %q, want %q", got, want)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -40,7 +41,7 @@ type Server struct {
 	Root      string
 	Grants    []policy.Grant // deny by default
 	AllowUIDs []uint32       // peers served; nil means the kernel's own uid only
-	Audit     *AuditLog      // required
+	Audit     *audit.Log     // required
 	Log       zerolog.Logger
 	Version   string // reported in hello; "" means "devel"
 	MaxLine   int    // longest request line; 0 means jsonrpc.DefaultMaxLine
@@ -87,7 +88,7 @@ type Server struct {
 
 // auditSink is what the kernel needs of its audit log.
 type auditSink interface {
-	Write(Event) error
+	Write(audit.Event) error
 	Sync() error
 }
 
@@ -206,14 +207,14 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 // cannot be opened is closed), and the next record tries the log again,
 // so the kernel serves as soon as the log can be written
 // (docs/adr/0008-authorize-the-opened-object.md).
-func (s *Server) record(ev Event) bool {
+func (s *Server) record(ev audit.Event) bool {
 	return s.noteAudit(s.auditSink().Write(ev))
 }
 
 // recordDurably records ev and syncs the log: for the decision written
 // before a call changes something, which must be on disk before the
 // change is.
-func (s *Server) recordDurably(ev Event) bool {
+func (s *Server) recordDurably(ev audit.Event) bool {
 	return s.record(ev) && s.noteAudit(s.auditSink().Sync())
 }
 

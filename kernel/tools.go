@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
+	"github.com/sharedos/sharedos-mcp/internal/clip"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
@@ -354,7 +355,7 @@ func registry() []*tool {
 				if !env.escalate(args["reason"]) {
 					return auditUnavailable(false)
 				}
-				o := succeeded(map[string]any{"escalated": true, "reason": shorten(args["reason"], maxReasonBytes)},
+				o := succeeded(map[string]any{"escalated": true, "reason": clip.String(args["reason"], maxReasonBytes)},
 					"Escalated to a person. Your turn is over: stop calling tools and tell the user what you asked for.")
 				o.acted = true
 				return o

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
+	"github.com/sharedos/sharedos-mcp/internal/clip"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -51,13 +53,13 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	cred, err := s.PeerCred(conn)
 	if err != nil {
 		s.Log.Warn().Err(err).Str("executionId", t.execID).Msg("refused a connection: peer credentials unreadable")
-		s.record(t.event(EventTurnRefused, func(e *Event) { e.Reason = "peer credentials unreadable" }))
+		s.record(t.event(audit.EventTurnRefused, func(e *audit.Event) { e.Reason = "peer credentials unreadable" }))
 		return
 	}
 	t.cred = cred
 	if !s.uidAllowed(cred.UID) {
 		s.Log.Warn().Uint32("uid", cred.UID).Int("pid", cred.PID).Msg("refused a connection: uid not served")
-		s.record(t.event(EventTurnRefused, func(e *Event) { e.Reason = "uid " + strconv.FormatUint(uint64(cred.UID), 10) + " is not served" }))
+		s.record(t.event(audit.EventTurnRefused, func(e *audit.Event) { e.Reason = "uid " + strconv.FormatUint(uint64(cred.UID), 10) + " is not served" }))
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -69,7 +71,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		cancel()
 		t.wg.Wait()
 		if t.name != "" {
-			s.record(t.event(EventTurnClosed, nil))
+			s.record(t.event(audit.EventTurnClosed, nil))
 			if err := s.Audit.Sync(); err != nil {
 				s.Log.Error().Err(err).Msg("audit sync failed")
 			}
@@ -159,10 +161,10 @@ func leadingString(prefix []byte, path ...string) string {
 
 // event returns an audit event of this turn, stamped now, with fill
 // applied.
-func (t *turn) event(name string, fill func(*Event)) Event {
-	e := Event{
-		Time: stamp(t.s.Now()), Event: name, ExecutionID: t.execID, Integration: t.name,
-		Peer: AuditPeer{UID: t.cred.UID, PID: t.cred.PID},
+func (t *turn) event(name string, fill func(*audit.Event)) audit.Event {
+	e := audit.Event{
+		Time: audit.Stamp(t.s.Now()), Event: name, ExecutionID: t.execID, Integration: t.name,
+		Peer: audit.Peer{UID: t.cred.UID, PID: t.cred.PID},
 	}
 	if fill != nil {
 		fill(&e)
@@ -272,7 +274,7 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 	if !policy.ValidIntegrationName(p.Name) {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams,
 			"invalid integration name: use 1-64 letters, digits, spaces, '-', '_' or '.'", kproto.ErrInvalidIntegrationName)
-		t.s.record(t.event(EventTurnRefused, func(e *Event) { e.Reason = "invalid integration name " + strconv.Quote(shorten(p.Name, 128)) }))
+		t.s.record(t.event(audit.EventTurnRefused, func(e *audit.Event) { e.Reason = "invalid integration name " + strconv.Quote(clip.String(p.Name, 128)) }))
 		return false
 	}
 	now := t.s.Now()
@@ -307,7 +309,7 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 	}
 	t.catalogHash = hashing.Hash(projected)
 	t.name = p.Name
-	if !t.s.record(t.event(EventTurnOpened, func(e *Event) { e.CatalogHash = t.catalogHash })) {
+	if !t.s.record(t.event(audit.EventTurnOpened, func(e *audit.Event) { e.CatalogHash = t.catalogHash })) {
 		return false
 	}
 	t.writeResult(m.ID, kproto.HelloResult{
@@ -326,7 +328,7 @@ func (t *turn) list(m jsonrpc.Message) bool {
 	if tools == nil {
 		tools = []json.RawMessage{}
 	}
-	if !t.s.record(t.event(EventCatalogListed, func(e *Event) {
+	if !t.s.record(t.event(audit.EventCatalogListed, func(e *audit.Event) {
 		e.CatalogHash = t.catalogHash
 		n := len(tools)
 		e.Count = &n
@@ -372,8 +374,8 @@ func (t *turn) escalateRequest(m jsonrpc.Message) bool {
 func (t *turn) markEscalated(callID, reason, note string) bool {
 	// The shim caps reasons at 512 UTF-16 units; this cap only keeps a
 	// client that skips the shim from writing megabyte audit lines.
-	if !t.s.record(t.event(EventTurnEscalated, func(e *Event) {
-		e.CallID, e.Reason, e.Note = shorten(callID, 128), shorten(reason, maxReasonBytes), shorten(note, maxReasonBytes)
+	if !t.s.record(t.event(audit.EventTurnEscalated, func(e *audit.Event) {
+		e.CallID, e.Reason, e.Note = clip.String(callID, 128), clip.String(reason, maxReasonBytes), clip.String(note, maxReasonBytes)
 	})) {
 		return false
 	}
@@ -411,11 +413,6 @@ const (
 // codeAuditUnavailable answers a call the kernel refused because its
 // record could not be written; retrying once the log works can succeed.
 const codeAuditUnavailable = "audit_unavailable"
-
-// EventToolAuthorized is recorded, and synced, before a call that changes
-// something acts: the decision is on disk before the effect is. The
-// call's tool.invoked follows with the outcome.
-const EventToolAuthorized = "tool.authorized"
 
 // invokeParams is tools.invoke's params as the kernel decodes them
 // (decodeInvokeParams).
@@ -461,7 +458,7 @@ func (t *turn) invoke(m jsonrpc.Message) {
 	if _, dup := t.calls[p.CallID]; dup && p.CallID != "" {
 		t.mu.Unlock()
 		cancel()
-		t.invokeRefused(m.ID, p, failed(kproto.CodeInvalidArguments, "callId %q is already in flight on this turn", shorten(p.CallID, 128)))
+		t.invokeRefused(m.ID, p, failed(kproto.CodeInvalidArguments, "callId %q is already in flight on this turn", clip.String(p.CallID, 128)))
 		return
 	}
 	if p.CallID != "" {
@@ -539,7 +536,7 @@ func (t *turn) runInOrder(ctx context.Context, tk *ticket, p invokeParams) (call
 func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o outcome) {
 	tl, ok := t.tools[p.Tool]
 	if !ok {
-		return c, denied(kproto.CodeToolUnavailable, "%s is not in this turn's catalogue", strconv.Quote(shorten(p.Tool, 128)))
+		return c, denied(kproto.CodeToolUnavailable, "%s is not in this turn's catalogue", strconv.Quote(clip.String(p.Tool, 128)))
 	}
 	c.action = tl.action
 	if p.CatalogHash != t.catalogHash {
@@ -602,7 +599,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 			return policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: action, Time: t.s.Now()}) == policy.Allowed
 		},
 		commit: func() bool {
-			return t.s.recordDurably(t.event(EventToolAuthorized, func(e *Event) {
+			return t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 				e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 				e.Resource, e.Requested = c.resource, requestedIfOther(c)
 			}))
@@ -655,16 +652,16 @@ func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, sta
 	r := resultOf(o)
 	took := time.Since(start)
 	d := took.Microseconds()
-	if !t.s.record(t.event(EventToolInvoked, func(e *Event) {
-		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = shorten(p.CallID, maxCallIDBytes), seq, shorten(p.Tool, 128), c.resource, requestedIfOther(c), c.action
-		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, shorten(p.CatalogHash, 128), &d, c.upstream
+	if !t.s.record(t.event(audit.EventToolInvoked, func(e *audit.Event) {
+		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = clip.String(p.CallID, maxCallIDBytes), seq, clip.String(p.Tool, 128), c.resource, requestedIfOther(c), c.action
+		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, clip.String(p.CatalogHash, 128), &d, c.upstream
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}
 	// One line per call for whoever watches the kernel: the same facts
 	// as the record, without what the arguments held.
 	t.s.Log.Info().Str("integration", t.name).Str("executionId", t.execID).Int64("seq", seq).
-		Str("tool", shorten(p.Tool, 128)).Str("resource", c.resource).Str("decision", r.Status).Str("code", r.Code).
+		Str("tool", clip.String(p.Tool, 128)).Str("resource", c.resource).Str("decision", r.Status).Str("code", r.Code).
 		Dur("took", took).Msg("call")
 	t.writeResult(id, r)
 }
@@ -676,7 +673,7 @@ func (t *turn) progress(callID string, progress, total float64, message string) 
 	if callID == "" {
 		return
 	}
-	pp := kproto.ProgressParams{CallID: callID, Progress: progress, Message: shorten(message, 256)}
+	pp := kproto.ProgressParams{CallID: callID, Progress: progress, Message: clip.String(message, 256)}
 	if total > 0 {
 		pp.Total = &total
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 )
 
 // followPoll is how often audit --follow looks for new events.
@@ -53,7 +53,7 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	var r io.ReadCloser
 	if *follow {
-		r, err = kernel.FollowAudit(ctx, path, followPoll)
+		r, err = audit.Follow(ctx, path, followPoll)
 	} else {
 		r, err = os.Open(path)
 	}
@@ -61,21 +61,21 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 		return auditOpenError(path, err)
 	}
 	defer r.Close()
-	filter := kernel.AuditFilter{Integration: *integration}
+	filter := audit.Filter{Integration: *integration}
 	if *since > 0 {
 		filter.Since = time.Now().Add(-*since)
 	}
-	p := &kernel.AuditPrinter{W: stdio.Out, JSON: *asJSON}
-	print := p.Print
-	var order *kernel.CallOrder
+	p := &auditPrinter{w: stdio.Out, json: *asJSON}
+	print := p.print
+	var order *audit.CallOrder
 	if !*asJSON {
 		// The table lists each turn's calls in arrival order; --json
 		// prints the stored lines in the file's order, which the chain
 		// follows.
-		order = kernel.NewCallOrder(p.Print)
+		order = audit.NewCallOrder(p.print)
 		print = order.Event
 	}
-	skipped, err := kernel.ReadAudit(r, filter, print)
+	skipped, err := audit.Read(r, filter, print)
 	if err == nil && order != nil {
 		err = order.Flush()
 	}
@@ -85,7 +85,7 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	if skipped > 0 {
 		fmt.Fprintf(stdio.Err, "%s: skipped %d line(s) of %s that are not events (a crash cut them short; the kernel set them aside)\n", prog, skipped, path)
 	}
-	if p.Events() == 0 && !*follow {
+	if p.count() == 0 && !*follow {
 		// On stderr, so that --json's stdout stays nothing but events.
 		fmt.Fprintf(stdio.Err, "%s: no events%s in %s\n", prog, filterWords(*integration, *since), path)
 	}
@@ -132,8 +132,8 @@ func runAuditVerify(stdio cli.IO, args []string) error {
 		return auditOpenError(path, err)
 	}
 	defer f.Close()
-	v, err := kernel.VerifyAudit(f, heads...)
-	var br *kernel.ChainBreak
+	v, err := audit.Verify(f, heads...)
+	var br *audit.ChainBreak
 	switch {
 	case errors.As(err, &br) && br.Line > 0:
 		return cli.Hintf(fmt.Errorf("audit verify: %s:%d: the chain breaks: %s", path, br.Line, br.Reason),
@@ -170,7 +170,7 @@ func auditPath(file string) (string, error) {
 	if file != "" {
 		return file, nil
 	}
-	p, err := kernel.DefaultAuditPath(os.Getenv)
+	p, err := audit.DefaultPath(os.Getenv)
 	if err != nil {
 		return "", cli.Hintf(fmt.Errorf("audit log: %w", err), "pass --file FILE")
 	}

@@ -12,15 +12,15 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 )
 
 // writeAuditLog writes events through the kernel's own writer, plus a
 // line cut short as a crash would leave it.
-func writeAuditLog(t *testing.T, evs []kernel.Event) string {
+func writeAuditLog(t *testing.T, evs []audit.Event) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	a, err := kernel.OpenAuditLog(path)
+	a, err := audit.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +46,14 @@ func writeAuditLog(t *testing.T, evs []kernel.Event) string {
 func auditFixture(t *testing.T) string {
 	now := time.Now().UTC()
 	at := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339Nano) }
-	return writeAuditLog(t, []kernel.Event{
-		{Time: at(3 * time.Hour), Event: kernel.EventTurnOpened, ExecutionID: "exe_1", Integration: "cc"},
-		{Time: at(3 * time.Hour), Event: kernel.EventToolInvoked, ExecutionID: "exe_1", Integration: "cc", Tool: "files.read", Resource: "files:/a", Status: "succeeded"},
-		{Time: at(2 * time.Hour), Event: kernel.EventTurnOpened, ExecutionID: "exe_2", Integration: "codex"},
-		{Time: at(2 * time.Hour), Event: kernel.EventToolInvoked, ExecutionID: "exe_2", Integration: "codex", Tool: "files.write", Resource: "files:/b", Status: "denied", Code: "no_matching_grant"},
-		{Time: at(time.Hour), Event: kernel.EventTurnOpened, ExecutionID: "exe_3", Integration: "cc-2"},
-		{Time: at(time.Hour), Event: kernel.EventTurnRefused, ExecutionID: "exe_4", Reason: "uid 4242 is not served"},
-		{Time: at(time.Minute), Event: kernel.EventToolInvoked, ExecutionID: "exe_5", Integration: "cc", Tool: "files.read\x1b[31m\tx", Resource: "files:/c", Status: "denied", Code: "tool_unavailable"},
+	return writeAuditLog(t, []audit.Event{
+		{Time: at(3 * time.Hour), Event: audit.EventTurnOpened, ExecutionID: "exe_1", Integration: "cc"},
+		{Time: at(3 * time.Hour), Event: audit.EventToolInvoked, ExecutionID: "exe_1", Integration: "cc", Tool: "files.read", Resource: "files:/a", Status: "succeeded"},
+		{Time: at(2 * time.Hour), Event: audit.EventTurnOpened, ExecutionID: "exe_2", Integration: "codex"},
+		{Time: at(2 * time.Hour), Event: audit.EventToolInvoked, ExecutionID: "exe_2", Integration: "codex", Tool: "files.write", Resource: "files:/b", Status: "denied", Code: "no_matching_grant"},
+		{Time: at(time.Hour), Event: audit.EventTurnOpened, ExecutionID: "exe_3", Integration: "cc-2"},
+		{Time: at(time.Hour), Event: audit.EventTurnRefused, ExecutionID: "exe_4", Reason: "uid 4242 is not served"},
+		{Time: at(time.Minute), Event: audit.EventToolInvoked, ExecutionID: "exe_5", Integration: "cc", Tool: "files.read\x1b[31m\tx", Resource: "files:/c", Status: "denied", Code: "tool_unavailable"},
 	})
 }
 
@@ -136,10 +136,10 @@ func TestAuditMissingFileHints(t *testing.T) {
 
 func TestAuditTableShowsTheTurnAndEachCallsPlace(t *testing.T) {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	path := writeAuditLog(t, []kernel.Event{
-		{Time: now, Event: kernel.EventTurnOpened, ExecutionID: "exe_0123456789abcdef", Integration: "cc"},
-		{Time: now, Event: kernel.EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "cc", Seq: 1, Tool: "files.write", Resource: "files:/n.txt", Status: "succeeded"},
-		{Time: now, Event: kernel.EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "cc", Seq: 2, Tool: "files.read", Resource: "files:/n.txt", Status: "succeeded"},
+	path := writeAuditLog(t, []audit.Event{
+		{Time: now, Event: audit.EventTurnOpened, ExecutionID: "exe_0123456789abcdef", Integration: "cc"},
+		{Time: now, Event: audit.EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "cc", Seq: 1, Tool: "files.write", Resource: "files:/n.txt", Status: "succeeded"},
+		{Time: now, Event: audit.EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "cc", Seq: 2, Tool: "files.read", Resource: "files:/n.txt", Status: "succeeded"},
 	})
 	code, stdout, stderr := runCLI(t, "audit", "--file", path)
 	if code != 0 {
@@ -213,14 +213,14 @@ func TestAuditVerifyNamesTheBreakAndPrintsTheHead(t *testing.T) {
 // the command ends cleanly when interrupted.
 func TestAuditFollowPrintsEventsAsTheyAreWrittenAndAcrossRotation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	log, err := kernel.OpenAuditLog(path)
+	log, err := audit.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log.Close()
 	write := func(exe string) {
 		t.Helper()
-		if err := log.Write(kernel.Event{Time: time.Now().UTC().Format(time.RFC3339Nano), Event: kernel.EventTurnOpened, ExecutionID: exe, Integration: "cc"}); err != nil {
+		if err := log.Write(audit.Event{Time: time.Now().UTC().Format(time.RFC3339Nano), Event: audit.EventTurnOpened, ExecutionID: exe, Integration: "cc"}); err != nil {
 			t.Fatal(err)
 		}
 	}

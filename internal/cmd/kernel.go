@@ -25,6 +25,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -87,7 +88,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		cfg.Socket = sockpath.Default(os.Getenv)
 	}
 	if cfg.AuditLog == "" {
-		if cfg.AuditLog, err = kernel.DefaultAuditPath(os.Getenv); err != nil {
+		if cfg.AuditLog, err = audit.DefaultPath(os.Getenv); err != nil {
 			return cli.Hintf(fmt.Errorf("audit log: %w", err), "pass --audit FILE")
 		}
 	}
@@ -102,7 +103,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	defer closeLog()
-	audit, err := kernel.OpenAuditLog(cfg.AuditLog, kernel.AuditLogger(log))
+	audit, err := audit.Open(cfg.AuditLog, audit.WithLogger(log))
 	if err != nil {
 		return auditOpenHint(err)
 	}
@@ -232,7 +233,7 @@ func auditOpenHint(err error) error {
 	switch {
 	case errors.Is(err, sockpath.ErrUntrusted):
 		return cli.Hintf(err, "the audit log and every directory above it must be yours (or root's) and not writable by others; chmod go-w them, or pass --audit FILE in a directory of mode 0700")
-	case errors.Is(err, kernel.ErrAuditLogBusy):
+	case errors.Is(err, audit.ErrBusy):
 		return cli.Hintf(err, "another kernel writes this audit log: stop it, or pass --audit FILE")
 	}
 	return cli.Hintf(err, "pass --audit FILE in a directory you can write")

@@ -16,6 +16,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernelclient"
 	"github.com/sharedos/sharedos-mcp/policy"
 	"github.com/sharedos/sharedos-mcp/shim"
@@ -194,7 +195,7 @@ func BenchmarkReferenceKernelArgument4MiB(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	audit, err := kernel.OpenAuditLog(filepath.Join(dir, "audit.jsonl"))
+	audit, err := audit.Open(filepath.Join(dir, "audit.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}

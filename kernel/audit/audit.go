@@ -1,4 +1,10 @@
-package kernel
+// Package audit is the kernel's record: an append-only JSON Lines file
+// whose lines form a hash chain (docs/adr/0009-audit-log-chain-and-repair.md),
+// the events it holds, and its readers: filtering, following a log that
+// grows and rotates, verifying the chain, and putting each turn's calls
+// back in arrival order. How a terminal shows the record is the command
+// layer's.
+package audit
 
 import (
 	"bytes"
@@ -20,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/sharedos/sharedos-mcp/internal/clip"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 )
 
@@ -31,10 +38,14 @@ const (
 	EventToolInvoked   = "tool.invoked"
 	EventTurnEscalated = "turn.escalated"
 	EventTurnClosed    = "turn.closed"
-	// EventAuditSegment is written by the log itself where its chain
+	// EventToolAuthorized is recorded, and synced, before a call that
+	// changes something acts: the decision is on disk before the effect
+	// is. The call's tool.invoked follows with the outcome.
+	EventToolAuthorized = "tool.authorized"
+	// EventSegment is written by the log itself where its chain
 	// needs explaining: after lines it set aside, or at the start of the
 	// file that replaced a rotated one. Its Reason is a Segment* value.
-	EventAuditSegment = "audit.segment"
+	EventSegment = "audit.segment"
 )
 
 // Reasons of an audit.segment event.
@@ -50,12 +61,12 @@ const (
 	SegmentRotated = "rotated"
 )
 
-// AuditGenesis is the prev of a log's first line: 64 zeros, the hash of
+// Genesis is the prev of a log's first line: 64 zeros, the hash of
 // no line.
-const AuditGenesis = "0000000000000000000000000000000000000000000000000000000000000000"
+const Genesis = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// AuditPeer is the socket peer as the operating system reported it.
-type AuditPeer struct {
+// Peer is the socket peer as the operating system reported it.
+type Peer struct {
 	UID uint32 `json:"uid"`
 	PID int    `json:"pid"`
 }
@@ -69,11 +80,11 @@ type AuditPeer struct {
 // with "…": a string field added later is bounded without anyone
 // remembering to.
 type Event struct {
-	Time        string    `json:"time"` // RFC 3339, nanoseconds, UTC
-	Event       string    `json:"event"`
-	ExecutionID string    `json:"executionId"`
-	Integration string    `json:"integration" max:"128"`
-	Peer        AuditPeer `json:"peer"`
+	Time        string `json:"time"` // RFC 3339, nanoseconds, UTC
+	Event       string `json:"event"`
+	ExecutionID string `json:"executionId"`
+	Integration string `json:"integration" max:"128"`
+	Peer        Peer   `json:"peer"`
 
 	CallID      string `json:"callId,omitempty" max:"128"`
 	Seq         int64  `json:"seq,omitempty"` // tool.invoked: the call's arrival position in its turn, from 1
@@ -104,7 +115,7 @@ type Event struct {
 	TornBytes int64  `json:"tornBytes,omitempty"`
 
 	// Prev is the SHA-256 (hex) of the line before this one, its exact
-	// bytes without the newline; AuditGenesis on a file's first line.
+	// bytes without the newline; Genesis on a file's first line.
 	// Write sets it; whatever the caller put there is replaced.
 	Prev string `json:"prev,omitempty"`
 }
@@ -138,7 +149,7 @@ var eventStrings = func() []boundedField {
 		if tag := f.Tag.Get("max"); tag != "" {
 			n, err := strconv.Atoi(tag)
 			if err != nil || n <= 0 {
-				panic("kernel: bad max tag on Event." + f.Name)
+				panic("audit: bad max tag on Event." + f.Name)
 			}
 			limit = n
 		}
@@ -153,23 +164,23 @@ func boundEvent(ev *Event) {
 	for _, f := range eventStrings {
 		fv := v.Field(f.index)
 		if s := fv.String(); len(s) > f.max {
-			fv.SetString(shorten(s, f.max))
+			fv.SetString(clip.String(s, f.max))
 		}
 	}
 }
 
-// Errors OpenAuditLog and Write return, wrapped with the path and cause.
+// Errors Open and Write return, wrapped with the path and cause.
 // A file or directory that another user owns or can write also wraps
 // sockpath.ErrUntrusted.
 var (
-	// ErrAuditLogBusy: another process (a second kernel) holds the log's
+	// ErrBusy: another process (a second kernel) holds the log's
 	// lock; two writers would interleave two chains.
-	ErrAuditLogBusy = errors.New("another process is writing the audit log")
-	// ErrAuditLogClosed: Write or Sync after Close.
-	ErrAuditLogClosed = errors.New("audit log is closed")
+	ErrBusy = errors.New("another process is writing the audit log")
+	// ErrClosed: Write or Sync after Close.
+	ErrClosed = errors.New("audit log is closed")
 )
 
-// AuditLog appends events to a JSON Lines file whose lines form a hash
+// Log appends events to a JSON Lines file whose lines form a hash
 // chain (docs/adr/0009-audit-log-chain-and-repair.md).
 //
 // Each event is one write(2) of one whole line to a file opened O_APPEND,
@@ -192,7 +203,7 @@ var (
 // again and goes on there, starting with an audit.segment "rotated".
 // Durability is per turn: Sync is called when a turn closes (see
 // docs/adr/0002-audit-durability.md).
-type AuditLog struct {
+type Log struct {
 	path string
 	log  zerolog.Logger
 
@@ -208,24 +219,24 @@ type AuditLog struct {
 	line     []byte
 }
 
-// AuditOption configures OpenAuditLog.
-type AuditOption func(*AuditLog)
+// Option configures Open.
+type Option func(*Log)
 
-// AuditLogger makes the log report what it repairs, rotations, failed
+// WithLogger makes the log report what it repairs, rotations, failed
 // writes and the recovery after them to l (the default discards them).
-func AuditLogger(l zerolog.Logger) AuditOption {
-	return func(a *AuditLog) { a.log = l }
+func WithLogger(l zerolog.Logger) Option {
+	return func(a *Log) { a.log = l }
 }
 
-// OpenAuditLog opens the audit file at path, creating it 0600 and any
+// Open opens the audit file at path, creating it 0600 and any
 // missing directory 0700. The file must be a regular file owned by this
 // uid and not writable by group or others, and every directory and
 // symlink on the way must pass the socket's check (sockpath.MakeDirs);
 // the file itself must not be a symlink. A last line that is not a whole
 // event (a crash cut it short) is set aside: kept as it is, terminated,
 // and followed by an audit.segment "torn_tail" that says so.
-func OpenAuditLog(path string, opts ...AuditOption) (*AuditLog, error) {
-	a := &AuditLog{path: path, log: zerolog.Nop()}
+func Open(path string, opts ...Option) (*Log, error) {
+	a := &Log{path: path, log: zerolog.Nop()}
 	for _, o := range opts {
 		o(a)
 	}
@@ -290,7 +301,7 @@ func openAuditFile(path string) (f *os.File, dev, ino uint64, err error) {
 		}
 	}
 	if errors.Is(err, unix.EWOULDBLOCK) {
-		return fail(fmt.Errorf("%w: %s", ErrAuditLogBusy, path))
+		return fail(fmt.Errorf("%w: %s", ErrBusy, path))
 	}
 	if err != nil {
 		return fail(fmt.Errorf("lock audit log: %w", err))
@@ -309,12 +320,12 @@ func openAuditFile(path string) (f *os.File, dev, ino uint64, err error) {
 // that cannot be recorded is an error the caller must not ignore: no
 // effect may happen without its record. The log is then unchanged, and
 // the next Write tries again.
-func (a *AuditLog) Write(ev Event) error {
+func (a *Log) Write(ev Event) error {
 	boundEvent(&ev)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {
-		return ErrAuditLogClosed
+		return ErrClosed
 	}
 	err := a.ready()
 	if err == nil {
@@ -334,7 +345,7 @@ func (a *AuditLog) Write(ev Event) error {
 }
 
 // ready makes a.f the file at a.path with a clean tail.
-func (a *AuditLog) ready() error {
+func (a *Log) ready() error {
 	var st unix.Stat_t
 	err := unix.Stat(a.path, &st)
 	if err != nil && !errors.Is(err, unix.ENOENT) {
@@ -351,7 +362,7 @@ func (a *AuditLog) ready() error {
 
 // rotate goes on in a new file at a.path after the old one was renamed
 // or removed. Until that works, every Write fails and tries again.
-func (a *AuditLog) rotate() error {
+func (a *Log) rotate() error {
 	f, dev, ino, err := openAuditFile(a.path)
 	if err != nil {
 		return fmt.Errorf("reopen rotated audit log: %w", err)
@@ -379,16 +390,16 @@ func (a *AuditLog) rotate() error {
 	return nil
 }
 
-func (a *AuditLog) segment(reason string) Event {
+func (a *Log) segment(reason string) Event {
 	return Event{
-		Time: stamp(time.Now()), Event: EventAuditSegment, Reason: reason,
-		Peer: AuditPeer{UID: uint32(os.Getuid()), PID: os.Getpid()},
+		Time: Stamp(time.Now()), Event: EventSegment, Reason: reason,
+		Peer: Peer{UID: uint32(os.Getuid()), PID: os.Getpid()},
 	}
 }
 
 // append writes ev as the next line of a.f. On failure it undoes what
 // reached the file, or marks the log dirty when it cannot.
-func (a *AuditLog) append(ev *Event) error {
+func (a *Log) append(ev *Event) error {
 	ev.Prev = a.head
 	a.buf.Reset()
 	if err := a.enc.Encode(ev); err != nil {
@@ -396,7 +407,7 @@ func (a *AuditLog) append(ev *Event) error {
 	}
 	line := a.buf.Bytes()
 	if needsTerminalEscape(line) {
-		a.line = appendTerminalSafe(a.line[:0], line)
+		a.line = AppendTerminalSafe(a.line[:0], line)
 		line = a.line
 	}
 	n, err := a.f.Write(line)
@@ -412,7 +423,7 @@ func (a *AuditLog) append(ev *Event) error {
 // undo removes the n bytes a failed write left at the end of a.f, if the
 // file is as long as this log alone would have made it; otherwise (or if
 // truncating fails) the next Write repairs the tail first.
-func (a *AuditLog) undo(n int64) {
+func (a *Log) undo(n int64) {
 	if n == 0 {
 		return
 	}
@@ -442,7 +453,7 @@ func hashLine(line []byte) string {
 // set aside: kept as they are, the last one terminated, and followed by an
 // audit.segment "torn_tail" that counts them and names the hash of the
 // last event before them.
-func (a *AuditLog) repair() error {
+func (a *Log) repair() error {
 	fi, err := a.f.Stat()
 	if err != nil {
 		return fmt.Errorf("stat audit log: %w", err)
@@ -478,34 +489,34 @@ func (a *AuditLog) repair() error {
 
 // Sync makes every event written so far durable. It does not hold the
 // write lock: other turns keep appending while the disk flushes.
-func (a *AuditLog) Sync() error {
+func (a *Log) Sync() error {
 	err := a.syncCurrent()
 	if errors.Is(err, os.ErrClosed) {
 		// A rotation synced and closed the file; sync its successor.
 		err = a.syncCurrent()
 	}
-	if err != nil && !errors.Is(err, ErrAuditLogClosed) {
+	if err != nil && !errors.Is(err, ErrClosed) {
 		return fmt.Errorf("sync audit log: %w", err)
 	}
 	return err
 }
 
-func (a *AuditLog) syncCurrent() error {
+func (a *Log) syncCurrent() error {
 	a.mu.Lock()
 	f := a.f
 	a.mu.Unlock()
 	if f == nil {
-		return ErrAuditLogClosed
+		return ErrClosed
 	}
 	return f.Sync()
 }
 
 // Close syncs and closes the file, releasing its lock.
-func (a *AuditLog) Close() error {
+func (a *Log) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {
-		return ErrAuditLogClosed
+		return ErrClosed
 	}
 	f := a.f
 	a.f = nil
@@ -515,9 +526,9 @@ func (a *AuditLog) Close() error {
 	return f.Close()
 }
 
-// DefaultAuditPath is $XDG_STATE_HOME/sharedos/audit.jsonl, else
+// DefaultPath is $XDG_STATE_HOME/sharedos/audit.jsonl, else
 // ~/.local/state/sharedos/audit.jsonl.
-func DefaultAuditPath(getenv func(string) string) (string, error) {
+func DefaultPath(getenv func(string) string) (string, error) {
 	if d := getenv("XDG_STATE_HOME"); d != "" {
 		return filepath.Join(d, "sharedos", "audit.jsonl"), nil
 	}
@@ -529,12 +540,12 @@ func DefaultAuditPath(getenv func(string) string) (string, error) {
 }
 
 // stamp formats t for an event's time field.
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+func Stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // auditTail is what repair needs to know about the end of a log.
 type auditTail struct {
-	head      string // hash of the last line, whatever it is; AuditGenesis if none
-	lastEvent string // hash of the last whole event line; AuditGenesis if none
+	head      string // hash of the last line, whatever it is; Genesis if none
+	lastEvent string // hash of the last whole event line; Genesis if none
 	tornLines int    // lines after that event (none of them an event)
 	tornBytes int64  // their bytes, newlines not counted
 	open      bool   // the file does not end in a newline
@@ -543,7 +554,7 @@ type auditTail struct {
 // readTail walks back from the end of r (size bytes) line by line to the
 // last whole event. Only those lines are read.
 func readTail(r io.ReaderAt, size int64) (auditTail, error) {
-	t := auditTail{head: AuditGenesis, lastEvent: AuditGenesis}
+	t := auditTail{head: Genesis, lastEvent: Genesis}
 	if size == 0 {
 		return t, nil
 	}

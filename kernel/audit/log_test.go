@@ -1,57 +1,44 @@
-package kernel
+package audit
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sharedos/sharedos-mcp/internal/testfs"
 )
 
 // The tests in this file use only the audit log's entry points that
 // predate the hash chain, so each can be run against older code.
 
-// otherUID returns a uid no account uses, to play another local user, or
-// skips the test when only root could hand files to it.
-func otherUID(t *testing.T) int {
-	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("two-user case: needs root to give files to another uid (CI runs the tests as root)")
-	}
-	for uid := 54321; uid < 54421; uid++ {
-		if _, err := user.LookupId(strconv.Itoa(uid)); err != nil {
-			return uid
-		}
-	}
-	t.Skip("no unused uid between 54321 and 54420")
-	return 0
-}
+// emptyCatalogHash is the catalogHash of an empty catalogue, as a turn
+// that lists nothing records it.
+const emptyCatalogHash = "4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
 
 func testEvent(i int) Event {
 	d := int64(i)
 	return Event{
-		Time: stamp(time.Now()), Event: EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "claude-code",
-		Peer: AuditPeer{UID: 1000, PID: 4242}, CallID: "c" + strconv.Itoa(i), Tool: "files.write", Resource: "files:/notes/n" + strconv.Itoa(i) + ".txt",
+		Time: Stamp(time.Now()), Event: EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "claude-code",
+		Peer: Peer{UID: 1000, PID: 4242}, CallID: "c" + strconv.Itoa(i), Tool: "files.write", Resource: "files:/notes/n" + strconv.Itoa(i) + ".txt",
 		Action: "write", Status: "succeeded", CatalogHash: emptyCatalogHash, DurationUs: &d,
 	}
 }
 
-func openLog(t *testing.T, path string) *AuditLog {
+func openLog(t *testing.T, path string) *Log {
 	t.Helper()
-	a, err := OpenAuditLog(path)
+	a, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return a
 }
 
-func writeEvents(t *testing.T, a *AuditLog, from, to int) {
+func writeEvents(t *testing.T, a *Log, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {
 		if err := a.Write(testEvent(i)); err != nil {
@@ -124,8 +111,7 @@ func TestOpeningSetsATornTailAside(t *testing.T) {
 	if ev := fields(t, lines[4]); ev["callId"] != "c2" {
 		t.Errorf("line 5 is not the next event: %s", lines[4])
 	}
-	var out bytes.Buffer
-	if skipped, err := PrintAudit(&out, strings.NewReader(strings.Join(lines, "\n")+"\n"), AuditFilter{}, true); err != nil || skipped != 1 {
+	if skipped, err := Read(strings.NewReader(strings.Join(lines, "\n")+"\n"), Filter{}, func(Event, []byte) error { return nil }); err != nil || skipped != 1 {
 		t.Errorf("audit skipped %d lines (%v), want the one fragment", skipped, err)
 	}
 }
@@ -143,17 +129,17 @@ func TestAuditLogRefusesWhatOthersCanWrite(t *testing.T) {
 	}{
 		{"a log other users can write", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "audit.jsonl")
-			writeFileMode(t, p, history, 0o666)
+			testfs.WriteFile(t, p, history, 0o666)
 			return p
 		}, "writable by other users"},
 		{"a directory other users can write", func(t *testing.T, dir string) string {
 			d := filepath.Join(dir, "open")
-			mkdirMode(t, d, 0o777)
+			testfs.Mkdir(t, d, 0o777)
 			return filepath.Join(d, "audit.jsonl")
 		}, "writable by other users"},
 		{"a symlink where the log should be", func(t *testing.T, dir string) string {
 			target := filepath.Join(dir, "elsewhere.jsonl")
-			writeFileMode(t, target, history, 0o600)
+			testfs.WriteFile(t, target, history, 0o600)
 			p := filepath.Join(dir, "audit.jsonl")
 			if err := os.Symlink(target, p); err != nil {
 				t.Fatal(err)
@@ -161,28 +147,28 @@ func TestAuditLogRefusesWhatOthersCanWrite(t *testing.T) {
 			return p
 		}, "symlink"},
 		{"another user's 0666 log in their 0777 directory", func(t *testing.T, dir string) string {
-			uid := otherUID(t)
+			uid := testfs.OtherUID(t)
 			d := filepath.Join(dir, "theirs")
-			mkdirMode(t, d, 0o777)
+			testfs.Mkdir(t, d, 0o777)
 			p := filepath.Join(d, "audit.jsonl")
-			writeFileMode(t, p, history, 0o666)
-			chown(t, d, uid)
-			chown(t, p, uid)
+			testfs.WriteFile(t, p, history, 0o666)
+			testfs.Chown(t, d, uid)
+			testfs.Chown(t, p, uid)
 			return p
 		}, "uid"},
 		{"another user's 0600 log in a directory of ours", func(t *testing.T, dir string) string {
-			uid := otherUID(t)
+			uid := testfs.OtherUID(t)
 			p := filepath.Join(dir, "audit.jsonl")
-			writeFileMode(t, p, history, 0o600)
-			chown(t, p, uid)
+			testfs.WriteFile(t, p, history, 0o600)
+			testfs.Chown(t, p, uid)
 			return p
 		}, "uid"},
 		{"a directory reached through another user's symlink in a sticky directory", func(t *testing.T, dir string) string {
-			uid := otherUID(t)
+			uid := testfs.OtherUID(t)
 			sticky := filepath.Join(dir, "tmp")
-			mkdirMode(t, sticky, 0o777|os.ModeSticky)
+			testfs.Mkdir(t, sticky, 0o777|os.ModeSticky)
 			mine := filepath.Join(dir, "mine")
-			mkdirMode(t, mine, 0o700)
+			testfs.Mkdir(t, mine, 0o700)
 			link := filepath.Join(sticky, "state")
 			if err := os.Symlink(mine, link); err != nil {
 				t.Fatal(err)
@@ -197,17 +183,17 @@ func TestAuditLogRefusesWhatOthersCanWrite(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := tt.setup(t, dir)
-			before := snapshot(t, dir)
-			a, err := OpenAuditLog(path)
+			before := testfs.Snapshot(t, dir)
+			a, err := Open(path)
 			if err == nil {
 				a.Write(testEvent(0))
 				a.Close()
-				t.Fatalf("OpenAuditLog(%s) accepted it", path)
+				t.Fatalf("Open(%s) accepted it", path)
 			}
 			if !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error %q, want it to mention %q", err, tt.wantErr)
 			}
-			if after := snapshot(t, dir); after != before {
+			if after := testfs.Snapshot(t, dir); after != before {
 				t.Errorf("a refused log was touched:\nbefore %s\nafter  %s", before, after)
 			}
 		})
@@ -215,7 +201,7 @@ func TestAuditLogRefusesWhatOthersCanWrite(t *testing.T) {
 	t.Run("a private log through a symlink of our own is used", func(t *testing.T) {
 		dir := t.TempDir()
 		mine := filepath.Join(dir, "mine")
-		mkdirMode(t, mine, 0o700)
+		testfs.Mkdir(t, mine, 0o700)
 		if err := os.Symlink(mine, filepath.Join(dir, "state")); err != nil {
 			t.Fatal(err)
 		}
@@ -228,33 +214,6 @@ func TestAuditLogRefusesWhatOthersCanWrite(t *testing.T) {
 			t.Errorf("log: %v %v, want a 0600 file", fi, err)
 		}
 	})
-}
-
-func writeFileMode(t *testing.T, p, data string, mode os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(data), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil { // past the umask
-		t.Fatal(err)
-	}
-}
-
-func mkdirMode(t *testing.T, p string, mode os.FileMode) {
-	t.Helper()
-	if err := os.Mkdir(p, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func chown(t *testing.T, p string, uid int) {
-	t.Helper()
-	if err := os.Chown(p, uid, uid); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestAuditLogFollowsRotation: renaming or removing the log while the
@@ -353,63 +312,9 @@ func TestAuditReadsEveryLineTheKernelWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out bytes.Buffer
-	skipped, err := PrintAudit(&out, f, AuditFilter{Integration: "cc"}, true)
-	if err != nil || skipped != 0 || strings.Count(out.String(), "\n") != 1 {
-		t.Errorf("audit printed %d lines and skipped %d (%v): it cannot read a line the kernel wrote", strings.Count(out.String(), "\n"), skipped, err)
-	}
-}
-
-// TestAuditJSONIsTerminalSafe: audit --json prints what a client sent
-// with its C1 controls, DEL and bidi overrides escaped, as valid JSON
-// with the same values; a line the kernel wrote comes out as stored, so
-// it still hashes to the next line's prev.
-func TestAuditJSONIsTerminalSafe(t *testing.T) {
-	hostile := "a\u009b31m\u202egnp.exe\u2066\x7fz\u200d\U000e0041"
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	a := openLog(t, path)
-	ev := testEvent(0)
-	ev.Tool, ev.Resource = hostile, "files:/"+hostile
-	if err := a.Write(ev); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// A line no kernel of this version wrote: the same strings raw.
-	legacy := fmt.Sprintf(`{"time":%q,"event":"tool.invoked","executionId":"exe_2","integration":"cc","peer":{"uid":1,"pid":1},"tool":"%s"}`, stamp(time.Now()), hostile)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintln(f, legacy)
-	f.Close()
-	stored := logLines(t, path)
-
-	in, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	var out bytes.Buffer
-	if _, err := PrintAudit(&out, in, AuditFilter{}, true); err != nil {
-		t.Fatal(err)
-	}
-	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(got) != 2 {
-		t.Fatalf("%d lines out", len(got))
-	}
-	for _, r := range []rune{0x9b, 0x202e, 0x2066, 0x7f, 0x200d, 0xe0041} {
-		if strings.ContainsRune(out.String(), r) {
-			t.Errorf("audit --json printed %U raw", r)
-		}
-	}
-	if got[0] != stored[0] {
-		t.Errorf("the kernel's line was not printed as stored:\nstored %s\nout    %s", stored[0], got[0])
-	}
-	for i, l := range got {
-		if tool := fields(t, l)["tool"]; tool != hostile {
-			t.Errorf("line %d: tool %q, want %q", i+1, tool, hostile)
-		}
+	n := 0
+	skipped, err := Read(f, Filter{Integration: "cc"}, func(Event, []byte) error { n++; return nil })
+	if err != nil || skipped != 0 || n != 1 {
+		t.Errorf("audit read %d events and skipped %d (%v): it cannot read a line the kernel wrote", n, skipped, err)
 	}
 }

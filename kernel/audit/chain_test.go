@@ -1,4 +1,4 @@
-package kernel
+package audit
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sharedos/sharedos-mcp/internal/testfs"
 )
 
 func sha(line string) string {
@@ -19,14 +21,14 @@ func sha(line string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func verifyFile(t *testing.T, path string, kept ...string) (AuditVerification, error) {
+func verifyFile(t *testing.T, path string, kept ...string) (Verification, error) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	return VerifyAudit(f, kept...)
+	return Verify(f, kept...)
 }
 
 // chainedLog writes n events to a new log and returns its path and lines.
@@ -44,7 +46,7 @@ func chainedLog(t *testing.T, n int) (string, []string) {
 func TestEachLineChainsToTheOneBefore(t *testing.T) {
 	path, lines := chainedLog(t, 5)
 	for i, l := range lines {
-		want := AuditGenesis
+		want := Genesis
 		if i > 0 {
 			want = sha(lines[i-1])
 		}
@@ -56,9 +58,9 @@ func TestEachLineChainsToTheOneBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := AuditVerification{Lines: 5, Events: 5, Head: sha(lines[4]), HeadLine: 5}
+	want := Verification{Lines: 5, Events: 5, Head: sha(lines[4]), HeadLine: 5}
 	if v != want {
-		t.Errorf("VerifyAudit = %+v, want %+v", v, want)
+		t.Errorf("Verify = %+v, want %+v", v, want)
 	}
 	// A restarted kernel goes on with the same chain.
 	a := openLog(t, path)
@@ -98,10 +100,10 @@ func TestVerifyNamesTheFirstBrokenLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			edited := tt.edit(append([]string(nil), lines...))
-			_, err := VerifyAudit(strings.NewReader(strings.Join(edited, "\n") + "\n"))
+			_, err := Verify(strings.NewReader(strings.Join(edited, "\n") + "\n"))
 			var b *ChainBreak
 			if !errors.As(err, &b) || !errors.Is(err, ErrChainBroken) {
-				t.Fatalf("VerifyAudit = %v, want a chain break", err)
+				t.Fatalf("Verify = %v, want a chain break", err)
 			}
 			if b.Line != tt.line || !strings.Contains(b.Reason, tt.reason) {
 				t.Errorf("break at line %d (%s), want line %d (%s)", b.Line, b.Reason, tt.line, tt.reason)
@@ -128,10 +130,10 @@ func TestAKeptHeadCatchesARewrite(t *testing.T) {
 		t.Errorf("a grown log fails against a head kept earlier: %v", err)
 	}
 	cut := strings.Join(lines[:4], "\n") + "\n"
-	if _, err := VerifyAudit(strings.NewReader(cut)); err != nil {
+	if _, err := Verify(strings.NewReader(cut)); err != nil {
 		t.Fatalf("a log cut short is a whole chain on its own: %v", err)
 	}
-	if _, err := VerifyAudit(strings.NewReader(cut), kept); !errors.Is(err, ErrChainBroken) || !strings.Contains(err.Error(), kept) {
+	if _, err := Verify(strings.NewReader(cut), kept); !errors.Is(err, ErrChainBroken) || !strings.Contains(err.Error(), kept) {
 		t.Errorf("a log cut before the kept head: %v, want a break naming it", err)
 	}
 	// Rewritten from the start through the kernel's own writer: a whole
@@ -157,7 +159,7 @@ func TestAKeptHeadCatchesARewrite(t *testing.T) {
 }
 
 // TestTheChainHoldsAcrossRepairs: a torn tail set aside at open, and a
-// second crash during that repair, keep a chain VerifyAudit accepts, and
+// second crash during that repair, keep a chain Verify accepts, and
 // the fragments stay covered.
 func TestTheChainHoldsAcrossRepairs(t *testing.T) {
 	path, lines := chainedLog(t, 2)
@@ -167,7 +169,7 @@ func TestTheChainHoldsAcrossRepairs(t *testing.T) {
 		t.Fatalf("before the repair: %+v, %v; want a 20-byte torn tail after a whole chain", v, err)
 	}
 	var logged bytes.Buffer
-	a, err := OpenAuditLog(path, AuditLogger(zerolog.New(&logged)))
+	a, err := Open(path, WithLogger(zerolog.New(&logged)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,10 +188,10 @@ func TestTheChainHoldsAcrossRepairs(t *testing.T) {
 	got := logLines(t, path)
 	v, err = verifyFile(t, path)
 	if err != nil {
-		t.Fatalf("VerifyAudit: %v\n%s", err, strings.Join(got, "\n"))
+		t.Fatalf("Verify: %v\n%s", err, strings.Join(got, "\n"))
 	}
 	if v.SetAside != 3 || v.Segments != 2 || v.Events != len(got)-3 || v.TornTail != 0 {
-		t.Errorf("VerifyAudit = %+v, want 3 lines set aside by 2 segments", v)
+		t.Errorf("Verify = %+v, want 3 lines set aside by 2 segments", v)
 	}
 	second := fields(t, got[len(got)-2])
 	if second["tornLines"] != 2.0 || second["continues"] != sha(got[len(got)-5]) {
@@ -199,13 +201,13 @@ func TestTheChainHoldsAcrossRepairs(t *testing.T) {
 	// no line's prev covers it.
 	edited := append([]string(nil), got...)
 	edited[1] = strings.Replace(edited[1], "succeeded", "denied", 1)
-	if _, err := VerifyAudit(strings.NewReader(strings.Join(edited, "\n") + "\n")); !errors.Is(err, ErrChainBroken) || !strings.Contains(err.Error(), "continues from") {
+	if _, err := Verify(strings.NewReader(strings.Join(edited, "\n") + "\n")); !errors.Is(err, ErrChainBroken) || !strings.Contains(err.Error(), "continues from") {
 		t.Errorf("editing the event before a torn line: %v", err)
 	}
 	// A segment must count what it sets aside.
 	edited = append([]string(nil), got...)
 	edited[2] = "x" + edited[2]
-	if _, err := VerifyAudit(strings.NewReader(strings.Join(edited, "\n") + "\n")); !errors.Is(err, ErrChainBroken) {
+	if _, err := Verify(strings.NewReader(strings.Join(edited, "\n") + "\n")); !errors.Is(err, ErrChainBroken) {
 		t.Errorf("a set-aside line grew and the chain holds: %v", err)
 	}
 }
@@ -227,7 +229,7 @@ func appendRaw(t *testing.T, path, s string) {
 func TestARotatedLogContinuesTheChain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	var logged bytes.Buffer
-	a, err := OpenAuditLog(path, AuditLogger(zerolog.New(&logged)))
+	a, err := Open(path, WithLogger(zerolog.New(&logged)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,13 +263,13 @@ func TestARotatedLogContinuesTheChain(t *testing.T) {
 func TestALogBegunBeforeTheChain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	legacy := `{"time":"2026-01-01T00:00:00Z","event":"turn.opened","executionId":"exe_1","integration":"cc","peer":{"uid":1,"pid":1}}`
-	writeFileMode(t, path, legacy+"\n"+legacy+"\n", 0o600)
+	testfs.WriteFile(t, path, legacy+"\n"+legacy+"\n", 0o600)
 	a := openLog(t, path)
 	writeEvents(t, a, 0, 2)
 	a.Close()
 	v, err := verifyFile(t, path)
 	if err != nil || v.Unchained != 2 || v.Events != 4 {
-		t.Errorf("VerifyAudit = %+v, %v; want 2 unchained events then a chain", v, err)
+		t.Errorf("Verify = %+v, %v; want 2 unchained events then a chain", v, err)
 	}
 	lines := logLines(t, path)
 	if fields(t, lines[2])["prev"] != sha(legacy) {
@@ -312,8 +314,8 @@ func TestTheLongestLineFitsTheReaders(t *testing.T) {
 func TestASecondWriterIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	a := openLog(t, path)
-	if _, err := OpenAuditLog(path); !errors.Is(err, ErrAuditLogBusy) {
-		t.Errorf("second OpenAuditLog: %v, want ErrAuditLogBusy", err)
+	if _, err := Open(path); !errors.Is(err, ErrBusy) {
+		t.Errorf("second Open: %v, want ErrBusy", err)
 	}
 	a.Close()
 	b := openLog(t, path)
@@ -326,10 +328,10 @@ func TestWriteAfterCloseFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	a := openLog(t, path)
 	a.Close()
-	if err := a.Write(testEvent(0)); !errors.Is(err, ErrAuditLogClosed) {
+	if err := a.Write(testEvent(0)); !errors.Is(err, ErrClosed) {
 		t.Errorf("Write after Close: %v", err)
 	}
-	if err := a.Sync(); !errors.Is(err, ErrAuditLogClosed) {
+	if err := a.Sync(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Sync after Close: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package kernel
+package audit
 
 import (
 	"path/filepath"
@@ -16,14 +16,14 @@ import (
 func benchEvent() Event {
 	d := int64(42)
 	return Event{
-		Time: stamp(time.Now()), Event: EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "claude-code",
-		Peer: AuditPeer{UID: 1000, PID: 4242}, CallID: "call-17", Tool: "files.read", Resource: "files:/src/main.go",
+		Time: Stamp(time.Now()), Event: EventToolInvoked, ExecutionID: "exe_0123456789abcdef", Integration: "claude-code",
+		Peer: Peer{UID: 1000, PID: 4242}, CallID: "call-17", Tool: "files.read", Resource: "files:/src/main.go",
 		Action: "read", Status: "succeeded", CatalogHash: emptyCatalogHash, DurationUs: &d,
 	}
 }
 
 func benchAudit(b *testing.B, syncEvery, eventsPerTurn int) {
-	a, err := OpenAuditLog(filepath.Join(b.TempDir(), "audit.jsonl"))
+	a, err := Open(filepath.Join(b.TempDir(), "audit.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package kernel
+package audit
 
 import (
 	"bufio"
@@ -13,21 +13,17 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
-// AuditFilter selects events from the audit log.
-type AuditFilter struct {
+// Filter selects events from the audit log.
+type Filter struct {
 	Integration string    // "" means every integration; otherwise exactly this name
 	Since       time.Time // zero means from the start
 }
 
-func (f AuditFilter) match(e Event) bool {
+func (f Filter) match(e Event) bool {
 	if f.Integration != "" && e.Integration != f.Integration {
 		return false
 	}
@@ -40,11 +36,11 @@ func (f AuditFilter) match(e Event) bool {
 	return true
 }
 
-// ReadAudit calls fn with every event of r that passes f, and the line
+// Read calls fn with every event of r that passes f, and the line
 // it was stored as, in file order. It returns how many lines it could not
 // parse and skipped (lines a crash cut short, which the kernel sets aside
 // behind an audit.segment event). An error from fn stops it.
-func ReadAudit(r io.Reader, f AuditFilter, fn func(e Event, line []byte) error) (skipped int, err error) {
+func Read(r io.Reader, f Filter, fn func(e Event, line []byte) error) (skipped int, err error) {
 	lr := newAuditLineReader(r)
 	for {
 		l, err := lr.next()
@@ -73,179 +69,6 @@ func ReadAudit(r io.Reader, f AuditFilter, fn func(e Event, line []byte) error) 
 			return skipped, err
 		}
 	}
-}
-
-// AuditPrinter writes events one at a time, as they are read, so that a
-// follower shows each event when it happens: with JSON one JSON object
-// per line, otherwise a table whose columns have fixed widths (they
-// cannot be measured ahead of events that have not happened yet), with
-// each call's turn (executionId) and its place in the turn (seq).
-//
-// With JSON each line is the stored line byte for byte, so it hashes to
-// the next line's prev, as long as it is terminal-safe, which every line
-// the kernel writes is. A line written otherwise (by hand, by an older
-// kernel) has its non-graphic runes (C0 and C1 controls, DEL, bidi
-// overrides) rewritten as \u escapes: the same JSON value, harmless on a
-// terminal, no longer the stored bytes.
-type AuditPrinter struct {
-	W    io.Writer
-	JSON bool
-
-	events int
-	buf    []byte
-}
-
-// Print writes one event, and before the first row of a table its header.
-func (p *AuditPrinter) Print(e Event, line []byte) error {
-	if p.JSON {
-		p.buf = append(appendTerminalSafe(p.buf[:0], line), '\n')
-	} else {
-		p.buf = p.buf[:0]
-		if p.events == 0 {
-			p.buf = appendRow(p.buf, "TIME", "EXECUTION", "SEQ", "INTEGRATION", "EVENT", "TOOL", "RESOURCE", "STATUS")
-		}
-		seq := "-"
-		if e.Seq > 0 {
-			seq = strconv.FormatInt(e.Seq, 10)
-		}
-		p.buf = appendRow(p.buf, cell(shortTime(e.Time)), cell(e.ExecutionID), seq, cell(e.Integration),
-			cell(e.Event), cell(e.Tool), cell(e.Resource), cell(statusCell(e)))
-	}
-	p.events++
-	_, err := p.W.Write(p.buf)
-	return err
-}
-
-// Events is how many events Print has written.
-func (p *AuditPrinter) Events() int { return p.events }
-
-// auditColumns are the table's column widths; a longer value pushes the
-// rest of its row right rather than being cut.
-var auditColumns = [...]int{20, 20, 4, 14, 19, 16, 28, 0}
-
-func appendRow(b []byte, cells ...string) []byte {
-	for i, c := range cells {
-		if i > 0 {
-			b = append(b, "  "...)
-		}
-		if i == 2 { // seq: right-aligned
-			for n := utf8.RuneCountInString(c); n < auditColumns[i]; n++ {
-				b = append(b, ' ')
-			}
-			b = append(b, c...)
-			continue
-		}
-		b = append(b, c...)
-		if i < len(cells)-1 {
-			for n := utf8.RuneCountInString(c); n < auditColumns[i]; n++ {
-				b = append(b, ' ')
-			}
-		}
-	}
-	return append(b, '\n')
-}
-
-// PrintAudit copies the events of r that pass f to w, as an AuditPrinter
-// writes them, and returns how many lines it skipped (see ReadAudit).
-func PrintAudit(w io.Writer, r io.Reader, f AuditFilter, asJSON bool) (skipped int, err error) {
-	p := &AuditPrinter{W: w, JSON: asJSON}
-	return ReadAudit(r, f, p.Print)
-}
-
-func shortTime(s string) string {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return s
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func statusCell(e Event) string {
-	switch e.Event {
-	case EventToolInvoked:
-		return strings.TrimSpace(e.Status + " " + e.Code)
-	case EventCatalogListed:
-		if e.Count != nil {
-			return strconv.Itoa(*e.Count) + " tools"
-		}
-	case EventTurnRefused, EventTurnEscalated:
-		return e.Reason
-	case EventUpstreamToolPinned:
-		if len(e.Changed) > 0 {
-			return e.Reason + ": " + strings.Join(e.Changed, ", ")
-		}
-		return e.Reason
-	case EventUpstreamToolQuarantined:
-		return "changed: " + strings.Join(e.Changed, ", ")
-	case EventAuditSegment:
-		if e.Reason == SegmentTornTail {
-			return fmt.Sprintf("%s: %d line(s) set aside", e.Reason, e.TornLines)
-		}
-		return e.Reason
-	}
-	return ""
-}
-
-// cell makes a value safe for one table cell on a terminal: the log holds
-// whatever a client sent (a tool name, a reason), and a tab, newline or
-// escape sequence in it must not break the table or drive the terminal.
-func cell(s string) string {
-	if s == "" {
-		return "-"
-	}
-	for _, r := range s {
-		if !unicode.IsGraphic(r) || (unicode.IsSpace(r) && r != ' ') {
-			return strconv.Quote(s)
-		}
-	}
-	return s
-}
-
-// needsTerminalEscape reports whether appendTerminalSafe would change a
-// JSON text: whether it holds any byte outside printable ASCII besides
-// the escapes JSON already makes.
-func needsTerminalEscape(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x7f {
-			return true
-		}
-	}
-	return false
-}
-
-// appendTerminalSafe appends the JSON text src to dst with every rune
-// that is not graphic written as a \u escape (a pair of them beyond the
-// BMP), and every byte that is not UTF-8 as \ufffd. Outside strings JSON
-// is printable ASCII, so this only rewrites string contents, and the
-// result means what src meant.
-func appendTerminalSafe(dst, src []byte) []byte {
-	for i := 0; i < len(src); {
-		c := src[i]
-		if c < utf8.RuneSelf && c != 0x7f {
-			dst = append(dst, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(src[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, `\ufffd`...)
-		case unicode.IsGraphic(r):
-			dst = append(dst, src[i:i+size]...)
-		case r > 0xffff:
-			hi, lo := utf16.EncodeRune(r)
-			dst = appendUEscape(appendUEscape(dst, hi), lo)
-		default:
-			dst = appendUEscape(dst, r)
-		}
-		i += size
-	}
-	return dst
-}
-
-func appendUEscape(dst []byte, r rune) []byte {
-	const hexDigits = "0123456789abcdef"
-	return append(dst, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 }
 
 // auditLine is one line of a log as stored.
@@ -322,9 +145,9 @@ func (b *ChainBreak) Error() string {
 // Unwrap makes errors.Is(err, ErrChainBroken) hold.
 func (b *ChainBreak) Unwrap() error { return ErrChainBroken }
 
-// AuditVerification is what VerifyAudit found. When the chain breaks it
+// Verification is what Verify found. When the chain breaks it
 // describes the log up to the line before the break.
-type AuditVerification struct {
+type Verification struct {
 	Lines     int // lines read, set-aside lines included
 	Events    int // whole events
 	Segments  int // of them, audit.segment events
@@ -341,8 +164,8 @@ type AuditVerification struct {
 	HeadLine  int    // that line's number; 0 for a log without events
 }
 
-// VerifyAudit reads an audit log and checks its chain: every event's prev
-// is the hash of the line before it (AuditGenesis for the first line), and
+// Verify reads an audit log and checks its chain: every event's prev
+// is the hash of the line before it (Genesis for the first line), and
 // lines that are not events appear only where an audit.segment
 // "torn_tail" right after them counts them and names the hash of the
 // event before them, or at the very end (a torn tail not yet repaired).
@@ -356,16 +179,16 @@ type AuditVerification struct {
 //
 // It returns a *ChainBreak (wrapping ErrChainBroken) for the first break,
 // and other errors only for reading.
-func VerifyAudit(r io.Reader, kept ...string) (AuditVerification, error) {
-	var v AuditVerification
+func Verify(r io.Reader, kept ...string) (Verification, error) {
+	var v Verification
 	want := map[string]bool{}
 	for _, k := range kept {
 		want[strings.ToLower(k)] = false
 	}
 	lr := newAuditLineReader(r)
-	prev := AuditGenesis // hash of the line before
-	lastEvent := prev    // hash of the last event line
-	chained := false     // an event with a prev has been seen
+	prev := Genesis   // hash of the line before
+	lastEvent := prev // hash of the last event line
+	chained := false  // an event with a prev has been seen
 	torn, tornBytes := 0, int64(0)
 	for {
 		l, err := lr.next()
@@ -397,7 +220,7 @@ func VerifyAudit(r io.Reader, kept ...string) (AuditVerification, error) {
 		}
 		if torn > 0 {
 			switch {
-			case e.Event != EventAuditSegment || e.Reason != SegmentTornTail:
+			case e.Event != EventSegment || e.Reason != SegmentTornTail:
 				return v, &ChainBreak{n - torn, "not an audit event, and no audit.segment sets it aside"}
 			case e.TornLines != torn || e.TornBytes != tornBytes:
 				return v, &ChainBreak{n, fmt.Sprintf("the segment sets aside %d line(s) of %d bytes, but %d line(s) of %d bytes precede it",
@@ -420,7 +243,7 @@ func VerifyAudit(r io.Reader, kept ...string) (AuditVerification, error) {
 		default:
 			chained = true
 		}
-		if e.Event == EventAuditSegment {
+		if e.Event == EventSegment {
 			v.Segments++
 			if n == 1 && e.Reason == SegmentRotated {
 				v.Continues = e.Continues
@@ -443,12 +266,12 @@ func VerifyAudit(r io.Reader, kept ...string) (AuditVerification, error) {
 	return v, nil
 }
 
-// FollowAudit opens the audit log at path for reading that does not end
+// Follow opens the audit log at path for reading that does not end
 // at the end of the file: a Read there waits for the kernel to append
 // more, polling every poll, and moves on to a new file when the path is
 // rotated (renamed or removed, and a new log begun), after reading what
 // was left of the old one. It returns io.EOF once ctx ends.
-func FollowAudit(ctx context.Context, path string, poll time.Duration) (io.ReadCloser, error) {
+func Follow(ctx context.Context, path string, poll time.Duration) (io.ReadCloser, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

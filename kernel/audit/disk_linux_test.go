@@ -1,4 +1,4 @@
-package kernel
+package audit
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func fillDisk(t *testing.T, dir string, free int64) string {
 
 // fillLog writes events from `from` until a write fails and returns the
 // index of the first that failed.
-func fillLog(t *testing.T, a *AuditLog, from int) int {
+func fillLog(t *testing.T, a *Log, from int) int {
 	t.Helper()
 	for i := from; i < from+100000; i++ {
 		if err := a.Write(testEvent(i)); err != nil {
@@ -174,6 +174,6 @@ func TestAnAppendOnlyLogOnAFullDisk(t *testing.T) {
 	}
 	v, err := verifyFile(t, path)
 	if err != nil || v.SetAside != 1 || v.Events != failed+2 {
-		t.Errorf("VerifyAudit = %+v, %v", v, err)
+		t.Errorf("Verify = %+v, %v", v, err)
 	}
 }
