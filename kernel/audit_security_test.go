@@ -10,6 +10,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/testfs"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -109,15 +110,15 @@ func TestFileWritesStayInsideTheRoot(t *testing.T) {
 		name, tool, path string
 		status, code     string
 	}{
-		{"a new file through a symlinked directory outside", "files.write", "/public/escdir/new.txt", "denied", codeOutsideRoot},
-		{"overwriting a file outside through its symlink", "files.write", "/public/escape", "failed", codeNotFile},
-		{"a new file under a link to /", "files.write", "/public/slash/tmp/sharedos-escape.txt", "denied", codeOutsideRoot},
+		{"a new file through a symlinked directory outside", "files.write", "/public/escdir/new.txt", "denied", files.CodeOutsideRoot},
+		{"overwriting a file outside through its symlink", "files.write", "/public/escape", "failed", files.CodeNotFile},
+		{"a new file under a link to /", "files.write", "/public/slash/tmp/sharedos-escape.txt", "denied", files.CodeOutsideRoot},
 		{"a new file under a dangling link that points outside", "files.write", "/public/dangling/x.txt", "failed", kproto.CodeNotFound},
 		{"a dot-dot write", "files.write", "/public/../../outside/secret.txt", "failed", kproto.CodeInvalidArguments},
-		{"reading /etc/passwd through a link to /", "files.read", "/public/slash/etc/passwd", "denied", codeOutsideRoot},
-		{"listing / through a link to /", "files.list", "/public/slash", "denied", codeOutsideRoot},
-		{"searching through a link to /", "files.search", "/public/slash/etc", "denied", codeOutsideRoot},
-		{"the root directory itself as a file", "files.write", "/", "failed", codeNotFile},
+		{"reading /etc/passwd through a link to /", "files.read", "/public/slash/etc/passwd", "denied", files.CodeOutsideRoot},
+		{"listing / through a link to /", "files.list", "/public/slash", "denied", files.CodeOutsideRoot},
+		{"searching through a link to /", "files.search", "/public/slash/etc", "denied", files.CodeOutsideRoot},
+		{"the root directory itself as a file", "files.write", "/", "failed", files.CodeNotFile},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
+	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -105,7 +106,7 @@ func (c Config) UpstreamRef(i int) string {
 // namespace not in the list is a grant that could never match anything,
 // so ParseConfig refuses it.
 func (c Config) Namespaces() []string {
-	ns := []string{namespaceFiles, namespaceSharedOS}
+	ns := []string{files.Namespace, namespaceSharedOS}
 	for _, u := range c.Upstreams {
 		ns = append(ns, u.Name)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/testfs"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -214,7 +215,7 @@ func TestHardLinksAreRefusedUnlessAllowed(t *testing.T) {
 		c.list()
 		for _, p := range []string{"/public/alias", "/public/twin"} {
 			r := c.invoke("files.read", map[string]string{"path": p})
-			if r.Status != kproto.StatusDenied || r.Code != codeHardLink || r.Retryable == nil || *r.Retryable {
+			if r.Status != kproto.StatusDenied || r.Code != files.CodeHardLink || r.Retryable == nil || *r.Retryable {
 				t.Errorf("files.read %s: %+v, want denied hard_link", p, r)
 			}
 			if strings.Contains(string(r.Content), "OUTSIDE") {
@@ -227,7 +228,7 @@ func TestHardLinksAreRefusedUnlessAllowed(t *testing.T) {
 			t.Errorf("files.search over hard links: %s", r.Output)
 		}
 		r = c.invoke("files.search", map[string]string{"path": "/public/alias", "query": "SECRET"})
-		if r.Code != codeHardLink {
+		if r.Code != files.CodeHardLink {
 			t.Errorf("files.search of a hard link: %+v", r)
 		}
 		// Writing replaces the entry, so the file's other name keeps the
@@ -379,7 +380,7 @@ func TestRacingWritesStayInTheirGrantAndLeaveNoTemporaryFiles(t *testing.T) {
 	t.Logf("%d swaps, %d writes: %v", 2*stop(), writes, counts)
 	for k, n := range counts {
 		switch k {
-		case "succeeded ", "denied " + kproto.CodeNoMatchingGrant, "denied " + codeOutsideRoot, "failed " + kproto.CodeNotFound:
+		case "succeeded ", "denied " + kproto.CodeNoMatchingGrant, "denied " + files.CodeOutsideRoot, "failed " + kproto.CodeNotFound:
 		default:
 			t.Errorf("%d writes answered %q", n, k)
 		}
@@ -493,7 +494,7 @@ func TestOversizedArgumentsAreRefusedEarly(t *testing.T) {
 		{"files.search", map[string]string{"path": "/public", "query": over}},
 	} {
 		r := c.invoke(tt.tool, tt.args)
-		if r.Status != kproto.StatusFailed || r.Code != codeTooLarge || len(r.Message) > 512 {
+		if r.Status != kproto.StatusFailed || r.Code != kproto.CodeTooLarge || len(r.Message) > 512 {
 			t.Errorf("%s with a %d-byte argument: status %s code %s, a %d-byte message", tt.tool, len(tt.args["content"]+tt.args["path"]+tt.args["query"]), r.Status, r.Code, len(r.Message))
 		}
 	}
@@ -518,7 +519,7 @@ func TestOversizedArgumentsAreRefusedEarly(t *testing.T) {
 }
 
 // TestListingIsBoundedInBytes: 6,000 entries with 250-byte names would
-// be 1.6 MB of listing; it stops at maxResultBytes, with the names that
+// be 1.6 MB of listing; it stops at files.MaxResultBytes, with the names that
 // sort first, and says it is truncated.
 func TestListingIsBoundedInBytes(t *testing.T) {
 	h := startKernel(t, []policy.Grant{grant(t, "integration:cc", "files:/", true, "list")})
@@ -537,11 +538,11 @@ func TestListingIsBoundedInBytes(t *testing.T) {
 	c.hello("cc")
 	c.list()
 	r := c.invoke("files.list", map[string]string{"path": "/wide"})
-	var out listOutput
+	var out files.ListOutput
 	if err := json.Unmarshal(r.Output, &out); err != nil {
 		t.Fatalf("files.list: %+v (%v)", r, err)
 	}
-	if len(r.Output) > maxResultBytes || !out.Truncated || len(out.Entries) == 0 || len(out.Entries) == n {
+	if len(r.Output) > files.MaxResultBytes || !out.Truncated || len(out.Entries) == 0 || len(out.Entries) == n {
 		t.Fatalf("a %d-byte listing of %d entries, truncated %v", len(r.Output), len(out.Entries), out.Truncated)
 	}
 	for i, e := range out.Entries {
@@ -560,10 +561,10 @@ func TestSearchReadsABoundedNumberOfBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	filler := []byte(strings.Repeat(strings.Repeat("f", 1023)+"\n", 1024))
-	const files = maxSearchBytes>>20 + 16
-	for i := range files {
+	const nFiles = files.MaxSearchBytes>>20 + 16
+	for i := range nFiles {
 		data := filler
-		if i == files-1 {
+		if i == nFiles-1 {
 			data = append([]byte("needle\n"), filler[:len(filler)-7]...)
 		}
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", i)), data, 0o644); err != nil {
@@ -574,12 +575,12 @@ func TestSearchReadsABoundedNumberOfBytes(t *testing.T) {
 	c.hello("cc")
 	c.list()
 	r := c.invoke("files.search", map[string]string{"path": "/big", "query": "needle"})
-	var out searchOutput
+	var out files.SearchOutput
 	if err := json.Unmarshal(r.Output, &out); err != nil {
 		t.Fatalf("files.search: %+v (%v)", r, err)
 	}
 	if !out.Truncated || len(out.Matches) != 0 {
-		t.Errorf("searching %d MiB: truncated %v, %d matches; want it cut short before the last file", files, out.Truncated, len(out.Matches))
+		t.Errorf("searching %d MiB: truncated %v, %d matches; want it cut short before the last file", nFiles, out.Truncated, len(out.Matches))
 	}
 }
 
@@ -619,7 +620,7 @@ func TestEndToEndTheIssuesLinkThroughTheShim(t *testing.T) {
 		mcpCall(3, "files.read", map[string]string{"path": "/docs/alias.txt"}),
 		mcpCall(4, "files.read", map[string]string{"path": "/docs/drafts/NOTE.txt"}),
 	)
-	for id, code := range map[string]string{"1": kproto.CodeNoMatchingGrant, "2": kproto.CodeNoMatchingGrant, "3": codeHardLink} {
+	for id, code := range map[string]string{"1": kproto.CodeNoMatchingGrant, "2": kproto.CodeNoMatchingGrant, "3": files.CodeHardLink} {
 		if dig(answers[id], "result", "_meta", "sharedos/status") != "denied" || dig(answers[id], "result", "_meta", "sharedos/code") != code {
 			t.Errorf("call %s: %v, want denied %s", id, answers[id], code)
 		}
@@ -646,7 +647,7 @@ func TestEndToEndTheIssuesLinkThroughTheShim(t *testing.T) {
 		if e.Requested == "files:/docs/drafts/shared/private.txt" && e.Resource != "files:/private.txt" {
 			t.Errorf("the read through the link is recorded on %s", e.Resource)
 		}
-		if e.Code == codeHardLink && e.Resource != "files:/docs/alias.txt" {
+		if e.Code == files.CodeHardLink && e.Resource != "files:/docs/alias.txt" {
 			t.Errorf("the hard link's read is recorded on %s", e.Resource)
 		}
 	}

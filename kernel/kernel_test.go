@@ -21,6 +21,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -217,11 +218,11 @@ func TestGrantedFileTools(t *testing.T) {
 	}
 
 	r = c.invoke("files.read", map[string]string{"path": "/public/bin.dat"})
-	if r.Status != kproto.StatusFailed || r.Code != codeNotText {
+	if r.Status != kproto.StatusFailed || r.Code != files.CodeNotText {
 		t.Errorf("files.read of a binary file: %+v", r)
 	}
 	r = c.invoke("files.read", map[string]string{"path": "/public/sub"})
-	if r.Status != kproto.StatusFailed || r.Code != codeNotFile {
+	if r.Status != kproto.StatusFailed || r.Code != files.CodeNotFile {
 		t.Errorf("files.read of a directory: %+v", r)
 	}
 	r = c.invoke("files.read", map[string]string{"path": "/public/missing.txt"})
@@ -232,10 +233,10 @@ func TestGrantedFileTools(t *testing.T) {
 
 func TestFileToolLimits(t *testing.T) {
 	h := startKernel(t, publicReader(t))
-	if err := os.WriteFile(filepath.Join(h.root, "public", "big.txt"), []byte(strings.Repeat("x", maxReadBytes+1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(h.root, "public", "big.txt"), []byte(strings.Repeat("x", files.MaxReadBytes+1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	many := strings.Repeat("match\n", maxSearchMatches+50)
+	many := strings.Repeat("match\n", files.MaxSearchMatches+50)
 	if err := os.WriteFile(filepath.Join(h.root, "public", "sub", "many.txt"), []byte(many), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -247,19 +248,19 @@ func TestFileToolLimits(t *testing.T) {
 	c.list()
 	// A FIFO would block a plain open until a writer came along.
 	r := c.invoke("files.read", map[string]string{"path": "/public/sub/pipe"})
-	if r.Status != kproto.StatusFailed || r.Code != codeNotFile {
+	if r.Status != kproto.StatusFailed || r.Code != files.CodeNotFile {
 		t.Errorf("files.read of a FIFO: %+v", r)
 	}
 	r = c.invoke("files.read", map[string]string{"path": "/public/big.txt"})
-	if r.Status != kproto.StatusFailed || r.Code != codeTooLarge {
+	if r.Status != kproto.StatusFailed || r.Code != kproto.CodeTooLarge {
 		t.Errorf("files.read over the limit: %+v", r)
 	}
 	r = c.invoke("files.search", map[string]string{"path": "/public", "query": "match"})
-	var out searchOutput
+	var out files.SearchOutput
 	if err := json.Unmarshal(r.Output, &out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Matches) != maxSearchMatches || !out.Truncated {
+	if len(out.Matches) != files.MaxSearchMatches || !out.Truncated {
 		t.Errorf("files.search with too many matches: %d matches, truncated %v", len(out.Matches), out.Truncated)
 	}
 	r = c.invoke("files.search", map[string]string{"path": "/public", "query": ""})
@@ -313,10 +314,10 @@ func TestEscapingTheRootIsRefusedWithoutLeaking(t *testing.T) {
 		{"a dot-dot that would stay inside", "files.read", "/public/../private/secret.txt", "failed", "invalid_arguments"},
 		{"a relative path", "files.read", "public/a.txt", "failed", "invalid_arguments"},
 		{"a NUL byte", "files.read", "/public/a.txt\x00", "failed", "invalid_arguments"},
-		{"a symlink to a file outside", "files.read", "/public/escape", "denied", codeOutsideRoot},
-		{"a symlink to a directory outside", "files.list", "/public/escdir", "denied", codeOutsideRoot},
-		{"a path through a symlinked directory outside", "files.read", "/public/escdir/secret.txt", "denied", codeOutsideRoot},
-		{"searching a symlinked directory outside", "files.search", "/public/escdir", "denied", codeOutsideRoot},
+		{"a symlink to a file outside", "files.read", "/public/escape", "denied", files.CodeOutsideRoot},
+		{"a symlink to a directory outside", "files.list", "/public/escdir", "denied", files.CodeOutsideRoot},
+		{"a path through a symlinked directory outside", "files.read", "/public/escdir/secret.txt", "denied", files.CodeOutsideRoot},
+		{"searching a symlinked directory outside", "files.search", "/public/escdir", "denied", files.CodeOutsideRoot},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -531,13 +532,13 @@ func TestEscalation(t *testing.T) {
 func blockingTool() *tool {
 	return &tool{
 		def: definition{Definition: hashing.Definition{
-			Name: "test.block", Description: "Blocks until cancelled.", Namespace: namespaceFiles, Source: "test",
+			Name: "test.block", Description: "Blocks until cancelled.", Namespace: files.Namespace, Source: "test",
 			ReadWrite: "read", InputSchema: inputSchema(nil),
 		}},
-		scope:  policy.Resource{Namespace: namespaceFiles, Path: "/"},
+		scope:  policy.Resource{Namespace: files.Namespace, Path: "/"},
 		action: policy.ActionRead,
 		target: func(map[string]string) (policy.Resource, error) {
-			return policy.Resource{Namespace: namespaceFiles, Path: "/public"}, nil
+			return policy.Resource{Namespace: files.Namespace, Path: "/public"}, nil
 		},
 		run: func(ctx context.Context, _ *callEnv, _ policy.Resource, _ map[string]string) outcome {
 			<-ctx.Done()

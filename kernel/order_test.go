@@ -211,7 +211,7 @@ func TestALineOverTheLimitIsAnsweredUnderItsID(t *testing.T) {
 	c.sendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools.invoke","params":{"callId":"huge","tool":"files.read","catalogHash":%q,"arguments":{"path":%q}}}`, hash, big))
 	m := c.recv()
 	r := invokeResult(t, m)
-	if string(m.ID) != "7" || r.Status != kproto.StatusFailed || r.Code != codeTooLarge {
+	if string(m.ID) != "7" || r.Status != kproto.StatusFailed || r.Code != kproto.CodeTooLarge {
 		t.Fatalf("an oversized call answered %s %+v, want id 7, failed too_large", m.ID, r)
 	}
 	c.sendRaw(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p","method":"ping","params":{"pad":%q}}`, big))
@@ -228,7 +228,7 @@ func TestALineOverTheLimitIsAnsweredUnderItsID(t *testing.T) {
 	found := false
 	for _, e := range eventsNamed(h.events(), audit.EventToolInvoked) {
 		if e.CallID == "huge" {
-			found = e.Code == codeTooLarge && e.Tool == "files.read" && e.Seq == 1
+			found = e.Code == kproto.CodeTooLarge && e.Tool == "files.read" && e.Seq == 1
 		}
 	}
 	if !found {
@@ -245,7 +245,10 @@ func TestSearchReportsItsProgress(t *testing.T) {
 	if err := os.MkdirAll(many, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 * progressFiles {
+	// Three times the files a search reports its progress after (256), so
+	// it reports more than once.
+	const n = 3 * 256
+	for i := range n {
 		if err := os.WriteFile(filepath.Join(many, fmt.Sprintf("f%04d.txt", i)), []byte("hay\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -268,8 +271,8 @@ func TestSearchReportsItsProgress(t *testing.T) {
 		if m.Method != kproto.MethodProgress || json.Unmarshal(m.Params, &p) != nil || p.CallID != "s" {
 			t.Fatalf("unexpected message %s %s", m.Method, m.Params)
 		}
-		if p.Total == nil || *p.Total != 3*progressFiles || p.Progress > *p.Total {
-			t.Errorf("progress %v of %v, want of %d", p.Progress, p.Total, 3*progressFiles)
+		if p.Total == nil || *p.Total != n || p.Progress > *p.Total {
+			t.Errorf("progress %v of %v, want of %d", p.Progress, p.Total, n)
 		}
 		seen = append(seen, p.Progress)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -62,7 +63,7 @@ type Server struct {
 	// peercred.Get. Tests replace it to play another user.
 	PeerCred func(*net.UnixConn) (peercred.Cred, error)
 
-	files   *filesRoot
+	files   *files.Root
 	tools   []*tool // nil means registry(); tests in this package add their own
 	brokers brokerState
 	// sink is where events go; nil means Audit. Tests make it fail.
@@ -121,18 +122,18 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 		s.Version = "devel"
 	}
 	if s.Root != "" {
-		files, err := openFilesRoot(s.Root)
+		root, err := files.OpenRoot(s.Root)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		defer files.Close()
-		s.files = files
+		defer root.Close()
+		s.files = root
 	}
 	if s.tools == nil {
 		s.tools = registry()
 		if s.files == nil {
-			s.tools = slices.DeleteFunc(s.tools, func(t *tool) bool { return t.scope.Namespace == namespaceFiles })
+			s.tools = slices.DeleteFunc(s.tools, func(t *tool) bool { return t.scope.Namespace == files.Namespace })
 		}
 	}
 	if err := s.startBrokers(); err != nil {

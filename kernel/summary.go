@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
+	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -96,7 +97,7 @@ func Summarize(c Config, now time.Time) Summary {
 	// A kernel that brokers upstreams may run without a files root, and
 	// then serves no file tools. (Without upstreams it needs one.)
 	if c.Root == "" && len(c.Upstreams) > 0 {
-		tools = slices.DeleteFunc(tools, func(t *tool) bool { return t.scope.Namespace == namespaceFiles })
+		tools = slices.DeleteFunc(tools, func(t *tool) bool { return t.scope.Namespace == files.Namespace })
 	}
 	var s Summary
 	for i, u := range c.Upstreams {

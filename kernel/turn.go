@@ -17,6 +17,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -139,7 +140,7 @@ func (t *turn) tooLong(prefix []byte) {
 	msg := fmt.Sprintf("the request line is over the kernel's %d-byte limit", t.s.maxLine())
 	if id != nil && leadingString(prefix, "method") == kproto.MethodInvoke && t.name != "" {
 		t.invokeRefused(id, invokeParams{CallID: leadingString(prefix, "params", "callId"), Tool: leadingString(prefix, "params", "tool")},
-			failed(codeTooLarge, "%s; nothing was read of it", msg))
+			failed(kproto.CodeTooLarge, "%s; nothing was read of it", msg))
 		return
 	}
 	t.writeError(id, jsonrpc.CodeInvalidRequest, msg, "")
@@ -402,10 +403,10 @@ func (t *turn) cancel(callID string) {
 
 // Bounds on what one tools.invoke may send. Arguments are kept as raw
 // JSON only up to maxArgumentBytes: files.write's content, at most
-// maxReadBytes, fits with room for escaping; anything larger is refused
+// files.MaxReadBytes, fits with room for escaping; anything larger is refused
 // too_large without being copied or decoded.
 const (
-	maxArgumentBytes = 4 * maxReadBytes
+	maxArgumentBytes = 4 * files.MaxReadBytes
 	maxCallIDBytes   = 1024
 	maxReasonBytes   = 4096
 )
@@ -532,7 +533,7 @@ func (t *turn) runInOrder(ctx context.Context, tk *ticket, p invokeParams) (call
 // protocol's: catalogue, catalogHash, escalation, arguments, grants. The
 // grant is decided on the resource the call will touch: for a tool that
 // resolves, on where the named path really leads, once the tool holds
-// what it leads to (see callEnv.authorize).
+// what it leads to (see files.Call.Authorize).
 func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o outcome) {
 	tl, ok := t.tools[p.Tool]
 	if !ok {
@@ -546,7 +547,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 		return c, denied(kproto.CodeEscalationPending, "this turn was escalated to a person; no more tool calls run in it")
 	}
 	if p.Arguments.size > maxArgumentBytes {
-		return c, failed(codeTooLarge, "%s: the arguments are %d bytes of JSON, over the %d-byte limit", tl.def.Name, p.Arguments.size, maxArgumentBytes)
+		return c, failed(kproto.CodeTooLarge, "%s: the arguments are %d bytes of JSON, over the %d-byte limit", tl.def.Name, p.Arguments.size, maxArgumentBytes)
 	}
 	if tl.brokered != nil {
 		return t.runBrokered(ctx, tl, p, seq)
@@ -558,8 +559,8 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 	res, err := tl.target(args)
 	if err != nil {
 		code := kproto.CodeInvalidArguments
-		if ae := (*argError)(nil); errors.As(err, &ae) {
-			code = ae.code
+		if ae := (*files.ArgError)(nil); errors.As(err, &ae) {
+			code = ae.Code
 		}
 		return c, failed(code, "%s: %v", tl.def.Name, err)
 	}
@@ -591,23 +592,31 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 		return c, failed(kproto.CodeCancelled, "cancelled")
 	}
 	env := &callEnv{
-		files:     t.s.files,
-		hardLinks: t.s.currentPolicy().AllowHardLinks,
-		requested: res,
-		authorize: authorize,
-		allowed: func(r policy.Resource, action string) bool {
-			return policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: action, Time: t.s.Now()}) == policy.Allowed
-		},
-		commit: func() bool {
-			return t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
-				e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
-				e.Resource, e.Requested = c.resource, requestedIfOther(c)
-			}))
+		file: files.Call{
+			Root:      t.s.files,
+			HardLinks: t.s.currentPolicy().AllowHardLinks,
+			Requested: res,
+			Authorize: func(r policy.Resource) (files.Outcome, bool) {
+				d, ok := authorize(r)
+				return d.refusal(), ok
+			},
+			Allowed: func(r policy.Resource, action string) bool {
+				return policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: action, Time: t.s.Now()}) == policy.Allowed
+			},
+			Commit: func() (files.Outcome, bool) {
+				if !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
+					e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
+					e.Resource, e.Requested = c.resource, requestedIfOther(c)
+				})) {
+					return auditUnavailable(false).refusal(), false
+				}
+				return files.Outcome{}, true
+			},
+			Progress: func(progress, total float64, message string) {
+				t.progress(p.CallID, progress, total, message)
+			},
 		},
 		escalate: func(reason string) bool { return t.markEscalated(p.CallID, reason, "") },
-		progress: func(progress, total float64, message string) {
-			t.progress(p.CallID, progress, total, message)
-		},
 	}
 	o = tl.run(ctx, env, res, args)
 	if tl.resolves && !decided && o.status == kproto.StatusSucceeded {
@@ -624,6 +633,13 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 	}
 	return c, o
 }
+
+// shown is a resource a call named as a message may quote it: never
+// unbounded.
+func shown(r string) string { return clip.String(r, maxShownResource) }
+
+// maxShownResource bounds the bytes of a resource a message quotes back.
+const maxShownResource = 200
 
 // requestedIfOther is the resource the call named, when that is not
 // where it led.

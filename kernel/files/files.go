@@ -1,4 +1,11 @@
-package kernel
+// Package files is the kernel's file tools (files.list, files.read,
+// files.search, files.write), confined to one directory tree. Each call
+// opens what the path it names really is, and the grants are asked about
+// that object, not about a second lookup of its name
+// (docs/adr/0008-authorize-the-opened-object.md). The kernel registers
+// the tools (Tools), decides the grants and records the calls; the tools
+// ask it through a Call.
+package files
 
 import (
 	"bytes"
@@ -25,15 +32,19 @@ import (
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
+// Namespace is the file tools' resource namespace: a grant on files:/docs
+// reaches the path /docs of the root.
+const Namespace = "files"
+
 // Limits of the file tools. They keep one call from holding the kernel
 // or flooding a model's context.
 const (
-	maxReadBytes     = 1 << 20  // files.read, files.write, and each file files.search scans
-	maxResultBytes   = 1 << 20  // the JSON of one listing or of one search's matches
+	MaxReadBytes     = 1 << 20  // files.read, files.write, and each file files.search scans
+	MaxResultBytes   = 1 << 20  // the JSON of one listing or of one search's matches
 	maxListEntries   = 5000     // entries one files.list returns
-	maxSearchMatches = 100      // matches one files.search returns
+	MaxSearchMatches = 100      // matches one files.search returns
 	maxSearchVisited = 10000    // directory entries one files.search looks at
-	maxSearchBytes   = 64 << 20 // file content one files.search reads, all files together
+	MaxSearchBytes   = 64 << 20 // file content one files.search reads, all files together
 	maxQueryBytes    = 1024
 	maxMatchText     = 240  // bytes of a matching line returned
 	maxPathBytes     = 4096 // PATH_MAX on Linux: no longer path can be opened anyway
@@ -41,14 +52,14 @@ const (
 	listChunk        = 256  // directory entries read at a time
 )
 
-// Failure codes of the file tools, beyond the protocol's own.
+// Failure codes of the file tools, beyond the protocol's own (a file or
+// a content over a limit is kproto.CodeTooLarge).
 const (
-	codeOutsideRoot = "outside_root" // denied: the path resolves out of the files root
-	codeHardLink    = "hard_link"    // denied: the file has other names the path does not show
-	codeNotFile     = "not_a_file"
-	codeNotDir      = "not_a_directory"
-	codeTooLarge    = "too_large"
-	codeNotText     = "not_text"
+	CodeOutsideRoot = "outside_root" // denied: the path resolves out of the files root
+	CodeHardLink    = "hard_link"    // denied: the file has other names the path does not show
+	CodeNotFile     = "not_a_file"
+	CodeNotDir      = "not_a_directory"
+	CodeNotText     = "not_text"
 )
 
 var (
@@ -58,7 +69,59 @@ var (
 	errNotUTF8     = errors.New("resolves to a name that is not UTF-8")
 )
 
-// filesRoot confines the file tools to one directory tree and tells them
+// Outcome is what a file tool call produced: succeeded with Output (a
+// value the kernel encodes as JSON) or Text, or failed or denied with a
+// Code and a Message for the model. Status is one of kproto's Status
+// values.
+type Outcome struct {
+	Status  string
+	Code    string
+	Message string
+	Output  any
+	Text    string
+	Acted   bool // the call changed something (a file written)
+}
+
+func succeeded(output any, text string) Outcome {
+	return Outcome{Status: kproto.StatusSucceeded, Output: output, Text: text}
+}
+
+func failed(code, format string, args ...any) Outcome {
+	return Outcome{Status: kproto.StatusFailed, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func denied(code, format string, args ...any) Outcome {
+	return Outcome{Status: kproto.StatusDenied, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Call is what a running file tool may use besides its arguments: the
+// root, and the kernel's decisions, asked at the moments the tool
+// reaches them.
+type Call struct {
+	Root *Root
+	// HardLinks serves regular files that have more than one name.
+	HardLinks bool
+	// Requested is the resource the call named.
+	Requested policy.Resource
+	// Authorize decides the call's grant on the resource the tool has
+	// resolved, the one it is about to touch, and reports the denial to
+	// answer when no grant allows it. A tool calls it exactly once,
+	// before it reads or acts.
+	Authorize func(r policy.Resource) (denial Outcome, ok bool)
+	// Allowed checks a grant for resources a tool reaches beyond its own
+	// (files.search reads many files, files.list shows where links lead).
+	Allowed func(r policy.Resource, action string) bool
+	// Commit records, durably, that the call is about to change
+	// something. When it is not ok the record could not be written: the
+	// tool must not act, and answers the refusal it was given.
+	Commit func() (refusal Outcome, ok bool)
+	// Progress reports how far the call has got (total 0: unknown). A
+	// tool may call it any number of times while it runs, never after.
+	// It may be nil.
+	Progress func(progress, total float64, message string)
+}
+
+// Root confines the file tools to one directory tree and tells them
 // where, inside it, what they opened really is.
 //
 // Every object is opened through os.Root, which walks the path one
@@ -68,7 +131,7 @@ var (
 // Linux, F_GETPATH on macOS), so the grant is decided on the object the
 // call holds, not on a second lookup of its name that a swapped link could
 // send elsewhere (docs/adr/0008-authorize-the-opened-object.md).
-type filesRoot struct {
+type Root struct {
 	root *os.Root
 	// real is the root's own path as readBack reports it: the prefix of
 	// every path read back from inside it.
@@ -77,11 +140,11 @@ type filesRoot struct {
 	// the base of the hints resolveHint computes.
 	evalReal string
 	// escapes is the error os.Root returns for a path that would leave it.
-	// The os package does not export it; openFilesRoot provokes it once.
+	// The os package does not export it; OpenRoot provokes it once.
 	escapes error
 }
 
-func openFilesRoot(dir string) (*filesRoot, error) {
+func OpenRoot(dir string) (*Root, error) {
 	evalReal, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, fmt.Errorf("files root: %w", err)
@@ -90,7 +153,7 @@ func openFilesRoot(dir string) (*filesRoot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("files root: %w", err)
 	}
-	fr := &filesRoot{root: r, evalReal: evalReal}
+	fr := &Root{root: r, evalReal: evalReal}
 	var pe *fs.PathError
 	if _, err := r.Open(".."); !errors.As(err, &pe) {
 		r.Close()
@@ -110,7 +173,7 @@ func openFilesRoot(dir string) (*filesRoot, error) {
 	return fr, nil
 }
 
-func (fr *filesRoot) Close() error { return fr.root.Close() }
+func (fr *Root) Close() error { return fr.root.Close() }
 
 // object is a file or directory the kernel holds open, with what fstat
 // said of it and the clean logical path ("/a/b") it has in the root.
@@ -121,13 +184,13 @@ type object struct {
 }
 
 func (o *object) resource() policy.Resource {
-	return policy.Resource{Namespace: namespaceFiles, Path: o.path}
+	return policy.Resource{Namespace: Namespace, Path: o.path}
 }
 
 // open opens logical ("/a/b"), following links as long as they stay in
 // the root, and reports where the object it opened really is. flag is
 // passed to openat; O_NONBLOCK keeps a FIFO from hanging the call.
-func (fr *filesRoot) open(logical string, flag int) (*object, error) {
+func (fr *Root) open(logical string, flag int) (*object, error) {
 	f, err := fr.root.OpenFile(relPath(logical), flag, 0)
 	if err != nil && errors.Is(err, fr.escapes) {
 		// os.Root refuses an absolute link even when it points back
@@ -157,7 +220,7 @@ func (fr *filesRoot) open(logical string, flag int) (*object, error) {
 // regular file seen with one link at fstat whose path then reads back
 // had that path as its only name at the time of the fstat, so a caller
 // that refuses files with more names knows where the content lives.
-func (fr *filesRoot) identify(f *os.File) (*object, error) {
+func (fr *Root) identify(f *os.File) (*object, error) {
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -186,7 +249,7 @@ func (fr *filesRoot) identify(f *os.File) (*object, error) {
 
 // logical maps a path read back from a handle to its logical path in the
 // root, refusing anything outside.
-func (fr *filesRoot) logical(raw string) (string, bool) {
+func (fr *Root) logical(raw string) (string, bool) {
 	if raw == fr.real {
 		return "/", true
 	}
@@ -206,7 +269,7 @@ func (fr *filesRoot) logical(raw string) (string, bool) {
 // path relative to the root, or errOutsideRoot. It is a second lookup
 // and decides nothing; open uses it to get past absolute links. The
 // error never carries a link's target: that would leak what lies outside.
-func (fr *filesRoot) resolveHint(logical string) (string, error) {
+func (fr *Root) resolveHint(logical string) (string, error) {
 	real, err := filepath.EvalSymlinks(filepath.Join(fr.evalReal, filepath.FromSlash(logical)))
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
@@ -234,12 +297,12 @@ func relPath(logical string) string {
 // shown is a client's path as a message may quote it: never unbounded.
 func shown(p string) string { return clip.String(p, maxShownPath) }
 
-// pathFailure turns an open or resolve error into the call's outcome.
-func pathFailure(tool, logical string, err error) outcome {
+// pathFailure turns an open or resolve error into the call's Outcome.
+func pathFailure(tool, logical string, err error) Outcome {
 	p := shown(logical)
 	switch {
 	case errors.Is(err, errOutsideRoot):
-		return denied(codeOutsideRoot, "%s: %s %s", tool, p, errOutsideRoot)
+		return denied(CodeOutsideRoot, "%s: %s %s", tool, p, errOutsideRoot)
 	case notFound(err):
 		return failed(kproto.CodeNotFound, "%s: %s does not exist", tool, p)
 	case errors.Is(err, syscall.ENAMETOOLONG):
@@ -256,15 +319,15 @@ func pathFailure(tool, logical string, err error) outcome {
 // not is told only to a caller the grants allow on the path it named:
 // anyone else is refused as if the path had resolved, so nothing about
 // the tree outside their grants leaks through not_found or outside_root.
-func (env *callEnv) failure(tool string, err error) outcome {
-	r := env.requested
+func (env *Call) failure(tool string, err error) Outcome {
+	r := env.Requested
 	if notFound(err) {
-		r.Path = env.files.whereMissing(r.Path)
+		r.Path = env.Root.whereMissing(r.Path)
 	}
-	if o, ok := env.authorize(r); !ok {
+	if o, ok := env.Authorize(r); !ok {
 		return o
 	}
-	return pathFailure(tool, env.requested.Path, err)
+	return pathFailure(tool, env.Requested.Path, err)
 }
 
 func notFound(err error) bool {
@@ -280,7 +343,7 @@ const maxMissingWalk = 4
 // leads, like an existing one. Past maxMissingWalk levels (or an ancestor
 // that fails otherwise) it gives up and returns logical: whether a deep
 // path exists is the side channel the threat model leaves out of scope.
-func (fr *filesRoot) whereMissing(logical string) string {
+func (fr *Root) whereMissing(logical string) string {
 	rest := ""
 	for p, i := logical, 0; p != "/" && i < maxMissingWalk; i++ {
 		rest = path.Join(path.Base(p), rest)
@@ -305,22 +368,22 @@ func hardLink(info fs.FileInfo) bool {
 	return ok && info.Mode().IsRegular() && uint64(st.Nlink) > 1
 }
 
-func hardLinkDenied(tool, p string) outcome {
-	return denied(codeHardLink, "%s: %s has more than one name (a hard link), so the grants cannot tell whose file it is; "+
+func hardLinkDenied(tool, p string) Outcome {
+	return denied(CodeHardLink, "%s: %s has more than one name (a hard link), so the grants cannot tell whose file it is; "+
 		"the kernel serves hard-linked files only when its config sets [files] allow_hard_links", tool, shown(p))
 }
 
-// readText reads at most maxReadBytes of text from f, whose fstat said
+// readText reads at most MaxReadBytes of text from f, whose fstat said
 // size, reporting whether it was larger and whether it is text (valid
 // UTF-8 without NUL). The buffer is sized once from size.
 func readText(f *os.File, size int64) (data []byte, tooLarge, text bool, err error) {
 	var b bytes.Buffer
-	b.Grow(int(min(max(size, 0), maxReadBytes)) + bytes.MinRead)
-	if _, err := b.ReadFrom(io.LimitReader(f, maxReadBytes+1)); err != nil {
+	b.Grow(int(min(max(size, 0), MaxReadBytes)) + bytes.MinRead)
+	if _, err := b.ReadFrom(io.LimitReader(f, MaxReadBytes+1)); err != nil {
 		return nil, false, false, err
 	}
 	data = b.Bytes()
-	if len(data) > maxReadBytes {
+	if len(data) > MaxReadBytes {
 		return nil, true, false, nil
 	}
 	return data, false, isText(data), nil
@@ -328,46 +391,48 @@ func readText(f *os.File, size int64) (data []byte, tooLarge, text bool, err err
 
 func isText(data []byte) bool { return bytes.IndexByte(data, 0) < 0 && utf8.Valid(data) }
 
-func runRead(_ context.Context, env *callEnv, res policy.Resource, _ map[string]string) outcome {
-	o, err := env.files.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
+func runRead(_ context.Context, env *Call, res policy.Resource, _ map[string]string) Outcome {
+	o, err := env.Root.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
 		return env.failure("files.read", err)
 	}
 	defer o.f.Close()
-	if d, ok := env.authorize(o.resource()); !ok {
+	if d, ok := env.Authorize(o.resource()); !ok {
 		return d
 	}
 	fi := o.info
 	switch {
 	case fi.IsDir():
-		return failed(codeNotFile, "files.read: %s is a directory; use files.list", shown(res.Path))
+		return failed(CodeNotFile, "files.read: %s is a directory; use files.list", shown(res.Path))
 	case !fi.Mode().IsRegular():
-		return failed(codeNotFile, "files.read: %s is not a regular file", shown(res.Path))
-	case hardLink(fi) && !env.hardLinks:
+		return failed(CodeNotFile, "files.read: %s is not a regular file", shown(res.Path))
+	case hardLink(fi) && !env.HardLinks:
 		return hardLinkDenied("files.read", res.Path)
-	case fi.Size() > maxReadBytes:
-		return failed(codeTooLarge, "files.read: %s is %d bytes, over the %d-byte limit; use files.search to find what you need", shown(res.Path), fi.Size(), maxReadBytes)
+	case fi.Size() > MaxReadBytes:
+		return failed(kproto.CodeTooLarge, "files.read: %s is %d bytes, over the %d-byte limit; use files.search to find what you need", shown(res.Path), fi.Size(), MaxReadBytes)
 	}
 	data, tooLarge, text, err := readText(o.f, fi.Size())
 	switch {
 	case err != nil:
 		return failed(kproto.CodeInternal, "files.read: %s could not be read", shown(res.Path))
 	case tooLarge:
-		return failed(codeTooLarge, "files.read: %s is over the %d-byte limit", shown(res.Path), maxReadBytes)
+		return failed(kproto.CodeTooLarge, "files.read: %s is over the %d-byte limit", shown(res.Path), MaxReadBytes)
 	case !text:
-		return failed(codeNotText, "files.read: %s is not UTF-8 text (binary content is not returned)", shown(res.Path))
+		return failed(CodeNotText, "files.read: %s is not UTF-8 text (binary content is not returned)", shown(res.Path))
 	}
 	return succeeded(nil, string(data))
 }
 
-type listEntry struct {
+// ListEntry is one entry of files.list's output.
+type ListEntry struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
 	Size int64  `json:"size"`
 }
 
-type listOutput struct {
-	Entries   []listEntry `json:"entries"`
+// ListOutput is files.list's output (its outputSchema).
+type ListOutput struct {
+	Entries   []ListEntry `json:"entries"`
 	Truncated bool        `json:"truncated"`
 }
 
@@ -392,17 +457,17 @@ func jsonStringCost(s string) int {
 	return n
 }
 
-func runList(ctx context.Context, env *callEnv, res policy.Resource, _ map[string]string) outcome {
-	o, err := env.files.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
+func runList(ctx context.Context, env *Call, res policy.Resource, _ map[string]string) Outcome {
+	o, err := env.Root.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
 		return env.failure("files.list", err)
 	}
 	defer o.f.Close()
-	if d, ok := env.authorize(o.resource()); !ok {
+	if d, ok := env.Authorize(o.resource()); !ok {
 		return d
 	}
 	if !o.info.IsDir() {
-		return failed(codeNotDir, "files.list: %s is not a directory; use files.read", shown(res.Path))
+		return failed(CodeNotDir, "files.list: %s is not a directory; use files.read", shown(res.Path))
 	}
 	names, truncated, err := firstNames(ctx, o.f)
 	if err != nil {
@@ -411,7 +476,7 @@ func runList(ctx context.Context, env *callEnv, res policy.Resource, _ map[strin
 		}
 		return failed(kproto.CodeInternal, "files.list: %s could not be read", shown(res.Path))
 	}
-	out := listOutput{Entries: make([]listEntry, 0, len(names)), Truncated: truncated}
+	out := ListOutput{Entries: make([]ListEntry, 0, len(names)), Truncated: truncated}
 	for _, name := range names {
 		if e, ok := env.listEntry(o, name); ok {
 			out.Entries = append(out.Entries, e)
@@ -422,7 +487,7 @@ func runList(ctx context.Context, env *callEnv, res policy.Resource, _ map[strin
 
 // firstNames reads the directory d in chunks and keeps the names that
 // sort first, as many as a listing can return (maxListEntries, and
-// maxResultBytes of JSON), so a directory of millions of entries costs
+// MaxResultBytes of JSON), so a directory of millions of entries costs
 // one listing's memory. It reads names only: what each entry is, is
 // asked of the few that are kept (listEntry), and an entry the listing
 // does not show (a FIFO, a socket) takes a place among them all the same.
@@ -439,7 +504,7 @@ func firstNames(ctx context.Context, d *os.File) ([]string, bool, error) {
 			}
 			kept.push(name)
 			cost += listEntryCost(name)
-			for len(kept) > maxListEntries || cost > maxResultBytes-64 {
+			for len(kept) > maxListEntries || cost > MaxResultBytes-64 {
 				cost -= listEntryCost(kept.pop())
 				truncated = true
 			}
@@ -461,46 +526,48 @@ func firstNames(ctx context.Context, d *os.File) ([]string, bool, error) {
 // shows it. A link is shown as what it points to, and only when that is
 // inside the root and the caller may list the directory that holds it:
 // a link must not reveal more than listing its target's directory would.
-func (env *callEnv) listEntry(o *object, name string) (listEntry, bool) {
+func (env *Call) listEntry(o *object, name string) (ListEntry, bool) {
 	var st unix.Stat_t
 	if err := statAt(o.f, name, &st); err != nil {
-		return listEntry{}, false
+		return ListEntry{}, false
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		return listEntry{Name: name, Type: "dir"}, true
+		return ListEntry{Name: name, Type: "dir"}, true
 	case unix.S_IFREG:
-		return listEntry{Name: name, Type: "file", Size: st.Size}, true
+		return ListEntry{Name: name, Type: "file", Size: st.Size}, true
 	case unix.S_IFLNK:
 	default:
-		return listEntry{}, false
+		return ListEntry{}, false
 	}
-	t, err := env.files.open(path.Join(o.path, name), os.O_RDONLY|syscall.O_NONBLOCK)
+	t, err := env.Root.open(path.Join(o.path, name), os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
-		return listEntry{}, false
+		return ListEntry{}, false
 	}
 	defer t.f.Close()
 	holder := path.Dir(t.path)
-	if !env.allowed(policy.Resource{Namespace: namespaceFiles, Path: holder}, policy.ActionList) {
-		return listEntry{}, false
+	if !env.Allowed(policy.Resource{Namespace: Namespace, Path: holder}, policy.ActionList) {
+		return ListEntry{}, false
 	}
 	switch {
 	case t.info.IsDir():
-		return listEntry{Name: name, Type: "dir"}, true
+		return ListEntry{Name: name, Type: "dir"}, true
 	case t.info.Mode().IsRegular():
-		return listEntry{Name: name, Type: "file", Size: t.info.Size()}, true
+		return ListEntry{Name: name, Type: "file", Size: t.info.Size()}, true
 	}
-	return listEntry{}, false
+	return ListEntry{}, false
 }
 
-type searchMatch struct {
+// SearchMatch is one matching line of files.search's output.
+type SearchMatch struct {
 	Path string `json:"path"`
 	Line int    `json:"line"`
 	Text string `json:"text"`
 }
 
-type searchOutput struct {
-	Matches   []searchMatch `json:"matches"`
+// SearchOutput is files.search's output (its outputSchema).
+type SearchOutput struct {
+	Matches   []SearchMatch `json:"matches"`
 	Truncated bool          `json:"truncated"`
 }
 
@@ -508,13 +575,13 @@ type searchOutput struct {
 // entries it looks at, the bytes it reads, and the matches it returns,
 // in count and in JSON bytes.
 type searcher struct {
-	env     *callEnv
+	env     *Call
 	query   []byte
-	buf     []byte // one file's content at a time, maxReadBytes+1
+	buf     []byte // one file's content at a time, MaxReadBytes+1
 	visited int
 	read    int64
 	cost    int // JSON bytes of out.Matches
-	out     searchOutput
+	out     SearchOutput
 	done    bool // a limit was reached: stop
 
 	// Progress: files looked at, of the regular files counted under the
@@ -538,12 +605,12 @@ func (s *searcher) fileLooked() {
 	if s.files > s.total {
 		s.total = s.files // the tree grew since it was counted
 	}
-	if s.env.progress == nil {
+	if s.env.Progress == nil {
 		return
 	}
 	if now := time.Now(); s.files-s.reportedFiles >= progressFiles || now.Sub(s.reported) >= progressEvery {
 		s.reported, s.reportedFiles = now, s.files
-		s.env.progress(float64(s.files), float64(s.total), fmt.Sprintf("%d of %d files searched", s.files, s.total))
+		s.env.Progress(float64(s.files), float64(s.total), fmt.Sprintf("%d of %d files searched", s.files, s.total))
 	}
 }
 
@@ -576,16 +643,16 @@ func countFiles(ctx context.Context, d *os.File, budget *int) int {
 	return n
 }
 
-func runSearch(ctx context.Context, env *callEnv, res policy.Resource, args map[string]string) outcome {
-	o, err := env.files.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
+func runSearch(ctx context.Context, env *Call, res policy.Resource, args map[string]string) Outcome {
+	o, err := env.Root.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
 		return env.failure("files.search", err)
 	}
 	defer o.f.Close()
-	if d, ok := env.authorize(o.resource()); !ok {
+	if d, ok := env.Authorize(o.resource()); !ok {
 		return d
 	}
-	s := &searcher{env: env, query: []byte(args["query"]), out: searchOutput{Matches: []searchMatch{}}}
+	s := &searcher{env: env, query: []byte(args["query"]), out: SearchOutput{Matches: []SearchMatch{}}}
 	switch {
 	case o.info.IsDir():
 		if counter, cerr := openAt(o.f, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0); cerr == nil {
@@ -598,7 +665,7 @@ func runSearch(ctx context.Context, env *callEnv, res policy.Resource, args map[
 	case o.info.Mode().IsRegular():
 		// The call's own grant covers this one file; a hard link is
 		// still refused, as files.read would refuse it.
-		if hardLink(o.info) && !env.hardLinks {
+		if hardLink(o.info) && !env.HardLinks {
 			return hardLinkDenied("files.search", res.Path)
 		}
 		s.scan(o)
@@ -672,7 +739,7 @@ func (s *searcher) dir(ctx context.Context, d *os.File) error {
 			if err != nil {
 				continue
 			}
-			if o, err := s.env.files.identify(f); err == nil {
+			if o, err := s.env.Root.identify(f); err == nil {
 				s.authorizedScan(o)
 			}
 			f.Close()
@@ -687,10 +754,10 @@ func (s *searcher) dir(ctx context.Context, d *os.File) error {
 // searching it where it really is and it is a file search reads.
 func (s *searcher) authorizedScan(o *object) {
 	fi := o.info
-	if !fi.Mode().IsRegular() || fi.Size() > maxReadBytes || (hardLink(fi) && !s.env.hardLinks) {
+	if !fi.Mode().IsRegular() || fi.Size() > MaxReadBytes || (hardLink(fi) && !s.env.HardLinks) {
 		return
 	}
-	if !s.env.allowed(o.resource(), policy.ActionSearch) {
+	if !s.env.Allowed(o.resource(), policy.ActionSearch) {
 		return
 	}
 	s.scan(o)
@@ -699,19 +766,19 @@ func (s *searcher) authorizedScan(o *object) {
 // scan reads one file into the search's buffer, within the bytes the
 // search has left, and collects its matching lines if it is text.
 func (s *searcher) scan(o *object) {
-	if o.info.Size() > maxReadBytes {
+	if o.info.Size() > MaxReadBytes {
 		return
 	}
-	if s.read+o.info.Size() > maxSearchBytes {
+	if s.read+o.info.Size() > MaxSearchBytes {
 		s.stop()
 		return
 	}
 	if s.buf == nil {
-		s.buf = make([]byte, maxReadBytes+1)
+		s.buf = make([]byte, MaxReadBytes+1)
 	}
 	n, err := io.ReadFull(o.f, s.buf)
 	s.read += int64(n)
-	if (err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF)) || n > maxReadBytes {
+	if (err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF)) || n > MaxReadBytes {
 		return
 	}
 	data := s.buf[:n]
@@ -738,9 +805,9 @@ func (s *searcher) scan(o *object) {
 		if len(text) > maxMatchText {
 			text = text[:maxMatchText+1] // clip.String cuts it to maxMatchText
 		}
-		m := searchMatch{Path: o.path, Line: line, Text: clip.String(string(text), maxMatchText)}
+		m := SearchMatch{Path: o.path, Line: line, Text: clip.String(string(text), maxMatchText)}
 		cost := jsonStringCost(m.Path) + jsonStringCost(m.Text) + len(`{"path":,"line":9999999,"text":},`)
-		if len(s.out.Matches) == maxSearchMatches || s.cost+cost > maxResultBytes-64 {
+		if len(s.out.Matches) == MaxSearchMatches || s.cost+cost > MaxResultBytes-64 {
 			s.stop()
 			return
 		}
@@ -761,23 +828,23 @@ type writeOutput struct {
 // creates and renames is in the directory it authorized, however the
 // path is changed meanwhile, and its temporary file can always be
 // removed again.
-func runWrite(_ context.Context, env *callEnv, res policy.Resource, args map[string]string) outcome {
+func runWrite(_ context.Context, env *Call, res policy.Resource, args map[string]string) Outcome {
 	content := args["content"]
 	parent, base := path.Dir(res.Path), path.Base(res.Path)
-	d, err := env.files.open(parent, os.O_RDONLY|syscall.O_NONBLOCK)
+	d, err := env.Root.open(parent, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
-		if o := env.failure("files.write", err); o.code != kproto.CodeNotFound {
+		if o := env.failure("files.write", err); o.Code != kproto.CodeNotFound {
 			return o
 		}
 		return failed(kproto.CodeNotFound, "files.write: the parent directory %s does not exist", shown(parent))
 	}
 	defer d.f.Close()
-	target := policy.Resource{Namespace: namespaceFiles, Path: path.Join(d.path, base)}
-	if o, ok := env.authorize(target); !ok {
+	target := policy.Resource{Namespace: Namespace, Path: path.Join(d.path, base)}
+	if o, ok := env.Authorize(target); !ok {
 		return o
 	}
 	if !d.info.IsDir() {
-		return failed(codeNotDir, "files.write: %s is not a directory", shown(parent))
+		return failed(CodeNotDir, "files.write: %s is not a directory", shown(parent))
 	}
 	var old unix.Stat_t
 	exists := true
@@ -791,12 +858,12 @@ func runWrite(_ context.Context, env *callEnv, res policy.Resource, args map[str
 	case old.Mode&unix.S_IFMT == unix.S_IFLNK:
 		// Replacing the link would surprise whoever made it; writing
 		// through it would be a write the grants were not asked about.
-		return failed(codeNotFile, "files.write: %s is a symbolic link; write to the path it points to", shown(res.Path))
+		return failed(CodeNotFile, "files.write: %s is a symbolic link; write to the path it points to", shown(res.Path))
 	case old.Mode&unix.S_IFMT != unix.S_IFREG:
-		return failed(codeNotFile, "files.write: %s exists and is not a regular file", shown(res.Path))
+		return failed(CodeNotFile, "files.write: %s exists and is not a regular file", shown(res.Path))
 	}
-	if !env.commit() {
-		return auditUnavailable(false)
+	if o, ok := env.Commit(); !ok {
+		return o
 	}
 	var keep *unix.Stat_t
 	if exists {
@@ -806,16 +873,16 @@ func runWrite(_ context.Context, env *callEnv, res policy.Resource, args map[str
 		return writeFailure(res.Path, err)
 	}
 	o := succeeded(writeOutput{Path: target.Path, Bytes: len(content)}, "")
-	o.acted = true
+	o.Acted = true
 	return o
 }
 
-func writeFailure(p string, err error) outcome {
+func writeFailure(p string, err error) Outcome {
 	switch {
 	case errors.Is(err, unix.ENAMETOOLONG):
 		return failed(kproto.CodeInvalidArguments, "files.write: the name of %s is too long for the file system", shown(p))
 	case errors.Is(err, unix.EISDIR), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):
-		return failed(codeNotFile, "files.write: %s became something other than a regular file while it was written; nothing was changed", shown(p))
+		return failed(CodeNotFile, "files.write: %s became something other than a regular file while it was written; nothing was changed", shown(p))
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return failed(kproto.CodeInternal, "files.write: %s could not be written: no space left on the file system; nothing was changed", shown(p))
 	}
@@ -885,7 +952,7 @@ type nameHeap []string
 // full reports whether the heap has no room for name within a listing's
 // bounds, given the JSON cost of what it holds.
 func (h nameHeap) full(cost int, name string) bool {
-	return len(h) > 0 && (len(h) >= maxListEntries || cost+listEntryCost(name) > maxResultBytes-64)
+	return len(h) > 0 && (len(h) >= maxListEntries || cost+listEntryCost(name) > MaxResultBytes-64)
 }
 
 func (h nameHeap) max() string { return h[0] }

@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package kernel
+package files
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 
 // readBack is not available here: the kernel cannot learn where an open
 // handle leads, so it refuses to serve files rather than authorize a
-// path it did not open (openFilesRoot fails).
+// path it did not open (OpenRoot fails).
 func readBack(*os.File) (string, bool, error) {
 	return "", false, errors.ErrUnsupported
 }
