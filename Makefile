@@ -64,7 +64,7 @@ snapshot: ## build the release archives into dist/ without publishing
 	bash scripts/goreleaser.sh release --snapshot --clean
 
 golden: ## rewrite golden files from the current output; review the diff
-	go test ./install ./shim ./kernel ./internal/service -update
+	go test ./install ./shim ./kernel ./kernel/config ./internal/service -update
 
 conformance: ## drive the installed harness CLIs end to end; writes conformance/RESULTS.md
 	go run ./conformance

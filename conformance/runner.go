@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
-	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/status"
 )
 
 // options are what a run is given.
@@ -287,7 +287,7 @@ resource = "/repos/{owner}/{repo}"
 func waitUpstream(stateDir, name string, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		r, err := kernel.ReadUpstreamReport(stateDir)
+		r, err := status.Read(stateDir)
 		if err == nil {
 			for _, u := range r.Upstreams {
 				if u.Name == name && u.State == "ready" {

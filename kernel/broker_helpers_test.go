@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
+	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -145,7 +146,7 @@ func logStderr(l *stderrLog) func(*Server) {
 // upstreamSpecs parses [[upstream]] tables as the kernel's config would.
 func upstreamSpecs(t testing.TB, doc string) []upstream.Spec {
 	t.Helper()
-	c, err := ParseConfig("test.toml", []byte(doc))
+	c, err := config.Parse("test.toml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/testfs"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -29,7 +30,7 @@ const demoSecret = "Only listed, never read: no grant covers this file.\n"
 // with the grants of testdata/kernel/example.toml.
 func demoKernel(t *testing.T, opts ...func(*Server)) (*kernelHarness, string) {
 	t.Helper()
-	cfg, err := LoadConfig(filepath.Join("..", "testdata", "kernel", "example.toml"))
+	cfg, err := config.Load(filepath.Join("..", "testdata", "kernel", "example.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}

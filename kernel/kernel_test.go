@@ -46,7 +46,7 @@ func TestHelloMustComeFirst(t *testing.T) {
 	if !regexp.MustCompile(`^exe_[0-9a-f]{16}$`).MatchString(r.ExecutionID) {
 		t.Errorf("executionId %q, want exe_ and 16 hex digits", r.ExecutionID)
 	}
-	if r.Kernel.Name != KernelName || r.Kernel.Version != "test" || r.Instructions == "" {
+	if r.Kernel.Name != kernelName || r.Kernel.Version != "test" || r.Instructions == "" {
 		t.Errorf("hello result kernel %+v, instructions %q", r.Kernel, r.Instructions)
 	}
 	if m := c.call(kproto.MethodPing, struct{}{}); m.Error != nil || string(m.Result) != "{}" {

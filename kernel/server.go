@@ -28,8 +28,8 @@ import (
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
-// KernelName is what hello reports as the kernel's name.
-const KernelName = "sharedos-mcp reference kernel"
+// kernelName is what hello reports as the kernel's name.
+const kernelName = "sharedos-mcp reference kernel"
 
 // shutdownGrace bounds how long shutdown waits on a peer that does not
 // read the answers to its cancelled calls.

@@ -1,18 +1,22 @@
 package kernel
 
 import (
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
 var summaryNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 
-func mustParse(t *testing.T, doc string) Config {
+func mustParse(t *testing.T, doc string) config.Config {
 	t.Helper()
-	c, err := ParseConfig("k.toml", []byte(doc))
+	c, err := config.Parse("k.toml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +24,7 @@ func mustParse(t *testing.T, doc string) Config {
 }
 
 // rows renders a subject's allowances as "tool action resource[/**] until #grant".
-func rows(s SubjectSummary) []string {
+func rows(s config.SubjectSummary) []string {
 	var out []string
 	for _, r := range s.Rows {
 		res := r.Resource.String()
@@ -37,7 +41,7 @@ func rows(s SubjectSummary) []string {
 }
 
 func TestSummarizeTheExample(t *testing.T) {
-	c, err := LoadConfig(exampleFile)
+	c, err := config.Load(filepath.Join("..", "testdata", "kernel", "example.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +60,34 @@ func TestSummarizeTheExample(t *testing.T) {
 	for i, w := range want {
 		if got := rows(s.Subjects[i]); strings.Join(got, "\n") != strings.Join(w, "\n") {
 			t.Errorf("%s:\n%s\nwant\n%s", s.Subjects[i].Subject, strings.Join(got, "\n"), strings.Join(w, "\n"))
+		}
+	}
+}
+
+// TestTheStarterHasNoProblems: the config kernel init writes, with a
+// root, is one kernel check passes.
+func TestTheStarterHasNoProblems(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "conf", "kernel.toml")
+	if err := config.WriteStarter(file, dir); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := Summarize(c, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); len(s.Problems) != 0 {
+		t.Errorf("the starter has problems: %v", s.Problems)
+	}
+}
+
+// TestTheConfigKnowsTheRegistrysNamespaces: a grant on any namespace of
+// the kernel's own tools parses; the config refuses the others.
+func TestTheConfigKnowsTheRegistrysNamespaces(t *testing.T) {
+	known := config.Config{}.Namespaces()
+	for _, tl := range registry() {
+		if !slices.Contains(known, tl.scope.Namespace) {
+			t.Errorf("%s is in the namespace %q, which a config refuses (it knows %v)", tl.def.Name, tl.scope.Namespace, known)
 		}
 	}
 }
@@ -84,7 +116,7 @@ actions = ["read", "escalate"]
 		"k.toml:7: grant #2: gives escalate on sharedos:/escalte, which no tool uses, so it grants nothing; the tools in sharedos are sharedos.escalate (escalate on sharedos:/escalate)",
 	}
 	wantWarnings := []string{"k.toml:12: grant #3: no tool uses escalate on files:/src; the grant's other actions stand"}
-	check := func(what string, got []Finding, want []string) {
+	check := func(what string, got []config.Finding, want []string) {
 		t.Helper()
 		var g []string
 		for _, f := range got {
@@ -119,7 +151,7 @@ func TestSummarizeAConfigThatGrantsNothing(t *testing.T) {
 }
 
 func TestSummarizeTheDefault(t *testing.T) {
-	s := Summarize(DefaultConfig("/srv"), summaryNow)
+	s := Summarize(config.Default("/srv"), summaryNow)
 	if len(s.Problems) != 0 || len(s.Subjects) != 1 ||
 		strings.Join(rows(s.Subjects[0]), ",") != "files.list list files://** - #1,files.read read files://** - #1,files.search search files://** - #1" {
 		t.Errorf("%+v", s)
@@ -196,7 +228,7 @@ actions = ["read"]
 `)
 	s := Summarize(c, summaryNow)
 	if len(s.Upstreams) != 1 || s.Upstreams[0].Name != "gh" || len(s.Upstreams[0].Tools) != 2 ||
-		s.Upstreams[0].Tools[0] != (ConfiguredTool{Name: "gh.get_repo", Action: "read", Resource: "gh:/repos/{owner}/{repo}"}) {
+		s.Upstreams[0].Tools[0] != (config.ConfiguredTool{Name: "gh.get_repo", Action: "read", Resource: "gh:/repos/{owner}/{repo}"}) {
 		t.Errorf("upstreams %+v", s.Upstreams)
 	}
 	want := map[string][]string{
@@ -216,8 +248,8 @@ actions = ["read"]
 	}
 
 	// What a running kernel reported joins the problems.
-	s.CheckUpstreamReport(c, UpstreamReport{Written: summaryNow, Upstreams: []UpstreamState{
-		{Name: "gh", State: "ready", Withheld: []WithheldTool{{Name: "gh.read_me", Reason: upstream.ReasonNotOffered, Detail: `a [[upstream.tool]] names "read_me", which the upstream does not offer`}}},
+	s.CheckUpstreamReport(c, status.Report{Written: summaryNow, Upstreams: []status.Upstream{
+		{Name: "gh", State: "ready", Withheld: []status.Withheld{{Name: "gh.read_me", Reason: upstream.ReasonNotOffered, Detail: `a [[upstream.tool]] names "read_me", which the upstream does not offer`}}},
 		{Name: "gone", State: "failed"},
 	}})
 	if len(s.Problems) != 2 || s.Problems[1].String() != `k.toml:1: upstream gh: gh.read_me is not published (not_offered): a [[upstream.tool]] names "read_me", which the upstream does not offer (as the kernel reported at 2026-06-01T00:00:00Z)` {

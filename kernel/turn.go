@@ -318,7 +318,7 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 		Principal:    kproto.Principal{Kind: "integration", Name: p.Name},
 		ExecutionID:  t.execID,
 		Instructions: t.s.instructions(p.Name),
-		Kernel:       kproto.Peer{Name: KernelName, Version: t.s.Version},
+		Kernel:       kproto.Peer{Name: kernelName, Version: t.s.Version},
 		MaxLine:      t.s.maxLine(),
 	})
 	return true

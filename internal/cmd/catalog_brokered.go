@@ -11,37 +11,28 @@ import (
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/catalog"
 	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
-// addBrokered fills the view's brokered part: for each tool an upstream
-// offers, the action and resource its calls need (the kernel-side
-// definition's requiredCapability, which the shim never publishes), and
-// the config's grants that publish it; then the upstreams' tools the
-// kernel withholds, from the status it writes in the state directory.
+// addBrokered fills the view's brokered part from what the kernel
+// packages derive: for each tool an upstream offers, the action and
+// resource its calls need and the config's grants that publish it; then
+// the upstreams' tools the kernel withholds, from the status it writes in
+// the state directory.
 func addBrokered(v *catalog.View, tools []hashing.Tool, defs map[string]json.RawMessage, configFile string) {
 	cfg, cfgErr := loadConfigFile(configFile)
 	now := time.Now()
-	for _, t := range tools {
-		up, ok := strings.CutPrefix(t.Source, upstream.SourcePrefix)
-		if !ok {
-			continue
-		}
-		var d struct {
-			RequiredCapability struct {
-				Resource struct{ Namespace, Path string } `json:"resource"`
-				Action   string                           `json:"action"`
-			} `json:"requiredCapability"`
-		}
-		_ = json.Unmarshal(defs[t.Name], &d)
-		rc := d.RequiredCapability
-		b := catalog.Brokered{Name: t.Name, Upstream: up, Action: rc.Action, Resource: rc.Resource.Namespace + ":" + rc.Resource.Path, Grants: []string{}}
-		if cfgErr == nil && cfg.File != "" {
-			idx, _ := kernel.ToolGrants(cfg, v.Integration, rc.Resource.Namespace, rc.Resource.Path, rc.Action, now)
-			for _, i := range idx {
-				b.Grants = append(b.Grants, grantText(cfg, i))
-			}
+	var grantsOf *config.Config
+	if cfgErr == nil && cfg.File != "" {
+		grantsOf = &cfg
+	}
+	for _, bt := range kernel.DescribeBrokered(tools, defs, v.Integration, grantsOf, now) {
+		b := catalog.Brokered{Name: bt.Name, Upstream: bt.Upstream, Action: bt.Action, Resource: bt.Resource, Grants: []string{}}
+		for _, i := range bt.Grants {
+			b.Grants = append(b.Grants, grantText(cfg, i))
 		}
 		v.Brokered = append(v.Brokered, b)
 	}
@@ -59,43 +50,24 @@ func addBrokered(v *catalog.View, tools []hashing.Tool, defs map[string]json.Raw
 	if err != nil {
 		return
 	}
-	r, err := kernel.ReadUpstreamReport(stateDir)
+	r, err := status.Read(stateDir)
 	if err != nil {
-		if !errors.Is(err, kernel.ErrNoUpstreamReport) {
+		if !errors.Is(err, status.ErrNoReport) {
 			v.Note = "the upstreams' withheld tools are not shown: " + strings.ReplaceAll(err.Error(), "\n", " ")
 		}
 		return
 	}
-	published := map[string]bool{}
-	for _, t := range tools {
-		published[t.Name] = true
-	}
-	for _, st := range r.Upstreams {
-		for _, w := range st.Withheld {
-			if published[w.Name] {
-				continue // the report is older than this turn (an approval since)
-			}
-			tool := strings.TrimPrefix(w.Name, st.Name+".")
-			// Only what this integration would see: a tool its grants
-			// would publish were it not withheld (or whose resource
-			// cannot be known).
-			if action, tmpl, ok := cfg.UpstreamTool(st.Name, tool); ok {
-				idx, err := kernel.ToolGrants(cfg, v.Integration, st.Name, tmpl, action, now)
-				if err == nil && len(idx) == 0 {
-					continue
-				}
-			}
-			h := catalog.Withheld{Name: w.Name, Reason: w.Reason, Detail: w.Detail, Changed: w.Changed}
-			if w.Reason == upstream.ReasonQuarantined {
-				h.Fix = fmt.Sprintf("review it ('%s doctor' shows the old and new definitions), then: %s kernel approve %s %s%s", prog, prog, st.Name, tool, configArg(configFile))
-			}
-			v.Withheld = append(v.Withheld, h)
+	for _, w := range kernel.DescribeWithheld(cfg, r, v.Integration, tools, now) {
+		h := catalog.Withheld{Name: w.Name, Reason: w.Reason, Detail: w.Detail, Changed: w.Changed}
+		if w.Reason == upstream.ReasonQuarantined {
+			h.Fix = fmt.Sprintf("review it ('%s doctor' shows the old and new definitions), then: %s kernel approve %s %s%s", prog, prog, w.Upstream, w.Tool, configArg(configFile))
 		}
+		v.Withheld = append(v.Withheld, h)
 	}
 }
 
 // grantText names grant i and what it gives, for the catalog's table.
-func grantText(cfg kernel.Config, i int) string {
+func grantText(cfg config.Config, i int) string {
 	g := cfg.Grants[i]
 	on := g.Resource.String()
 	if g.Descendants {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/doctor"
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
@@ -74,7 +74,7 @@ func doctorUpstreams(configFile string) (*doctor.Upstreams, error) {
 	for _, sp := range cfg.Upstreams {
 		u.Names = append(u.Names, sp.Name)
 	}
-	u.Report, u.ReportErr = kernel.ReadUpstreamReport(stateDir)
+	u.Report, u.ReportErr = status.Read(stateDir)
 	u.Quarantined, u.QuarantineErr = upstream.Quarantined(stateDir)
 	return u, nil
 }

@@ -26,6 +26,8 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -103,13 +105,13 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	defer closeLog()
-	audit, err := audit.Open(cfg.AuditLog, audit.WithLogger(log))
+	auditLog, err := audit.Open(cfg.AuditLog, audit.WithLogger(log))
 	if err != nil {
 		return auditOpenHint(err)
 	}
 	ln, err := kernel.Listen(cfg.Socket)
 	if err != nil {
-		return errors.Join(listenHint(err, cfg.Socket), audit.Close())
+		return errors.Join(listenHint(err, cfg.Socket), auditLog.Close())
 	}
 	srv := &kernel.Server{
 		Root:           cfg.Root,
@@ -118,7 +120,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		AllowHardLinks: cfg.AllowHardLinks,
 		Upstreams:      cfg.Upstreams,
 		StateDir:       stateDir,
-		Audit:          audit,
+		Audit:          auditLog,
 		Log:            log,
 		Version:        buildStamp().version,
 	}
@@ -160,7 +162,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	log.Info().Str("reason", why).Msg("kernel stopped")
 	fmt.Fprintf(stdio.Err, "%s: kernel stopped (%s); the socket %s is removed\n", prog, why, cfg.Socket)
-	if err := errors.Join(serveErr, audit.Close()); err != nil {
+	if err := errors.Join(serveErr, auditLog.Close()); err != nil {
 		return cli.Hintf(err, "check the audit log's disk; the kernel refused calls while it could not record them")
 	}
 	return nil
@@ -174,7 +176,7 @@ const memoryLimit = 192 << 20
 // allow_hard_links are replaced at once; what needs a restart (the
 // socket, the audit log, the files root) is named in the log and left as
 // it is; a config that does not load is refused and the running one kept.
-func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *kernel.Server, running kernel.Config, configFile, rootFlag string, socketFlag, auditFlag bool) func() {
+func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *kernel.Server, running config.Config, configFile, rootFlag string, socketFlag, auditFlag bool) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -280,7 +282,7 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 	}
 	switch {
 	case cfg.File == "":
-		path, _ := kernel.DefaultConfigPath(os.Getenv)
+		path, _ := config.DefaultPath(os.Getenv)
 		fmt.Fprintf(stdio.Out, "no config file (none at %s): the kernel serves %s read-only (read, list, search) to every integration\n", path, cfg.Root)
 	case cfg.Root == "":
 		fmt.Fprintf(stdio.Out, "config %s, no files root (no file tools)\n", cfg.File)
@@ -292,7 +294,7 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 	if len(cfg.Upstreams) > 0 && stateDir != "" {
 		// What a kernel found once the upstreams ran: tools they do not
 		// offer, placeholders their schemas lack, quarantines.
-		if r, err := kernel.ReadUpstreamReport(stateDir); err == nil {
+		if r, err := status.Read(stateDir); err == nil {
 			sum.CheckUpstreamReport(cfg, r)
 		}
 	}
@@ -326,7 +328,7 @@ func runKernelInit(stdio cli.IO, args []string) error {
 	}
 	path := *configFile
 	if path == "" {
-		p, err := kernel.DefaultConfigPath(os.Getenv)
+		p, err := config.DefaultPath(os.Getenv)
 		if err != nil {
 			return cli.Hintf(fmt.Errorf("kernel init: %w", err), "pass --config FILE")
 		}
@@ -337,13 +339,13 @@ func runKernelInit(stdio cli.IO, args []string) error {
 		if !utf8.ValidString(*root) {
 			return cli.Usagef("a config file is UTF-8; rename the directory or share one above it", "kernel init: --root %q is not valid UTF-8", *root)
 		}
-		dir, err := kernel.CheckRoot(*root)
+		dir, err := config.CheckRoot(*root)
 		if err != nil {
 			return cli.Hintf(fmt.Errorf("kernel init: %w", err), "pass --root an existing directory to share")
 		}
 		rootDir = dir
 	}
-	if err := kernel.WriteStarter(path, rootDir); err != nil {
+	if err := config.WriteStarter(path, rootDir); err != nil {
 		if errors.Is(err, iofs.ErrExist) {
 			return cli.Hintf(fmt.Errorf("kernel init: %s already exists; nothing was written", path),
 				"'%s kernel check%s' shows what it allows; pass --config FILE to write a starter elsewhere", prog, configArg(*configFile))
@@ -370,18 +372,18 @@ func configArg(file string) string {
 // default config file when it exists, else the built-in read-only
 // default; then --root over its root, which must be a directory. Errors
 // say where a bad value came from.
-func loadKernelConfig(configFile, rootFlag string) (kernel.Config, error) {
+func loadKernelConfig(configFile, rootFlag string) (config.Config, error) {
 	file := configFile
 	if file == "" {
-		if p, err := kernel.DefaultConfigPath(os.Getenv); err == nil {
+		if p, err := config.DefaultPath(os.Getenv); err == nil {
 			if _, err := os.Stat(p); err == nil {
 				file = p
 			}
 		}
 	}
-	var cfg kernel.Config
+	var cfg config.Config
 	if file != "" {
-		c, err := kernel.LoadConfig(file)
+		c, err := config.Load(file)
 		switch {
 		case errors.Is(err, iofs.ErrNotExist) && configFile != "":
 			return cfg, cli.Hintf(fmt.Errorf("no config file at %s", file), "'%s kernel init --config %s' writes a commented starter there", prog, file)
@@ -390,7 +392,7 @@ func loadKernelConfig(configFile, rootFlag string) (kernel.Config, error) {
 		}
 		cfg = c
 	} else {
-		cfg = kernel.DefaultConfig(".")
+		cfg = config.Default(".")
 	}
 	from := "the current directory"
 	if ref := cfg.RootRef(); ref != "" {
@@ -399,13 +401,13 @@ func loadKernelConfig(configFile, rootFlag string) (kernel.Config, error) {
 	if rootFlag != "" {
 		cfg.Root, from = rootFlag, "--root"
 	}
-	dir, err := kernel.CheckRoot(cfg.Root)
-	var re *kernel.RootError
+	dir, err := config.CheckRoot(cfg.Root)
+	var re *config.RootError
 	switch {
-	case errors.Is(err, kernel.ErrNoRoot) && len(cfg.Upstreams) > 0:
+	case errors.Is(err, config.ErrNoRoot) && len(cfg.Upstreams) > 0:
 		// A kernel that brokers upstreams needs no files root.
 		return cfg, nil
-	case errors.Is(err, kernel.ErrNoRoot):
+	case errors.Is(err, config.ErrNoRoot):
 		where := cfg.RootRef()
 		if where == "" {
 			where = "[files] root in " + cfg.File
@@ -426,7 +428,7 @@ func loadKernelConfig(configFile, rootFlag string) (kernel.Config, error) {
 
 // summarize is the config's summary, with warnings about the harness
 // entries installed for this user and directory.
-func summarize(cfg kernel.Config) kernel.Summary {
+func summarize(cfg config.Config) config.Summary {
 	sum := kernel.Summarize(cfg, time.Now())
 	if env, err := processEnv(); err == nil {
 		sum.CheckInstalled(cfg, install.Integrations(env))
@@ -435,7 +437,7 @@ func summarize(cfg kernel.Config) kernel.Summary {
 }
 
 // printAllowances prints, per grant subject, a table of what it may do.
-func printAllowances(w io.Writer, cfg kernel.Config, sum kernel.Summary) {
+func printAllowances(w io.Writer, cfg config.Config, sum config.Summary) {
 	wildcard := false
 	var anyTool []string // upstreams with a "NAME.*" row
 	for _, sub := range sum.Subjects {
@@ -460,7 +462,7 @@ func printAllowances(w io.Writer, cfg kernel.Config, sum kernel.Summary) {
 				until = r.Expires.UTC().Format(time.RFC3339)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Tool, r.Action, on, until, grantLabel(cfg, r.Grant))
-			if up, ok := strings.CutSuffix(r.Tool, "."+kernel.AnyTool); ok && !slices.Contains(anyTool, up) {
+			if up, ok := strings.CutSuffix(r.Tool, "."+config.AnyTool); ok && !slices.Contains(anyTool, up) {
 				anyTool = append(anyTool, up)
 			}
 		}
@@ -468,12 +470,12 @@ func printAllowances(w io.Writer, cfg kernel.Config, sum kernel.Summary) {
 	}
 	for _, up := range anyTool {
 		fmt.Fprintf(w, "%s.%s: every tool of the upstream %s that no [[upstream.tool]] names (action call on %s:/<tool>); which those are is known once it runs\n",
-			up, kernel.AnyTool, up, up)
+			up, config.AnyTool, up, up)
 	}
 }
 
 // printUpstreams lists the brokered servers and their configured tools.
-func printUpstreams(w io.Writer, sum kernel.Summary, stateDir string) {
+func printUpstreams(w io.Writer, sum config.Summary, stateDir string) {
 	if len(sum.Upstreams) == 0 {
 		return
 	}
@@ -499,7 +501,7 @@ func shellWords(argv []string) string {
 }
 
 // grantLabel is "#N, line L": the file is named above the tables.
-func grantLabel(cfg kernel.Config, i int) string {
+func grantLabel(cfg config.Config, i int) string {
 	switch line := cfg.GrantLine(i); {
 	case cfg.File == "":
 		return fmt.Sprintf("#%d (built in)", i+1)

@@ -12,7 +12,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/doctor"
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
@@ -142,19 +142,19 @@ func approveError(err error, up, tool, stateDir string) error {
 // loadConfigFile loads the kernel's config as the kernel would find it
 // (--config, else the default file when it exists), without checking the
 // files root: for commands that need only its upstreams and state_dir.
-func loadConfigFile(configFile string) (kernel.Config, error) {
+func loadConfigFile(configFile string) (config.Config, error) {
 	file := configFile
 	if file == "" {
-		if p, err := kernel.DefaultConfigPath(os.Getenv); err == nil {
+		if p, err := config.DefaultPath(os.Getenv); err == nil {
 			if _, err := os.Stat(p); err == nil {
 				file = p
 			}
 		}
 	}
 	if file == "" {
-		return kernel.Config{}, nil
+		return config.Config{}, nil
 	}
-	c, err := kernel.LoadConfig(file)
+	c, err := config.Load(file)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist) && configFile != "":
 		return c, cli.Hintf(fmt.Errorf("no config file at %s", file), "pass the config the kernel runs with")
@@ -165,7 +165,7 @@ func loadConfigFile(configFile string) (kernel.Config, error) {
 }
 
 // configName names a config for a message.
-func configName(c kernel.Config) string {
+func configName(c config.Config) string {
 	if c.File == "" {
 		return "(none: no config file)"
 	}

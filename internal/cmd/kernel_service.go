@@ -12,7 +12,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/service"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/config"
 )
 
 func runKernelService(stdio cli.IO, args []string) error {
@@ -101,7 +101,7 @@ func servicePlatform() (service.Platform, error) {
 
 func serviceInstall(stdio cli.IO, p service.Platform, configFile, socket string) error {
 	if configFile == "" {
-		path, err := kernel.DefaultConfigPath(os.Getenv)
+		path, err := config.DefaultPath(os.Getenv)
 		if err != nil {
 			return cli.Hintf(fmt.Errorf("kernel service install: %w", err), "pass --config FILE")
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
@@ -139,7 +139,7 @@ func cmdWaitUpstream(ts *testscript.TestScript, neg bool, args []string) {
 	dir := ts.MkAbs(args[0])
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		r, err := kernel.ReadUpstreamReport(dir)
+		r, err := status.Read(dir)
 		if err == nil {
 			for _, u := range r.Upstreams {
 				if u.Name == args[1] && u.State == "ready" {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
@@ -24,8 +24,8 @@ type Upstreams struct {
 	// the commands a fix shows.
 	ConfigArg string
 	// Report is what the kernel last wrote (ReportErr why there is none;
-	// kernel.ErrNoUpstreamReport when no kernel has yet).
-	Report    kernel.UpstreamReport
+	// status.ErrNoReport when no kernel has yet).
+	Report    status.Report
 	ReportErr error
 	// Quarantined are the pins' quarantined tools (QuarantineErr why
 	// they could not be read).
@@ -42,7 +42,7 @@ func (d *doctor) upstreams(u *Upstreams) {
 	}
 	r := u.Report
 	switch {
-	case errors.Is(u.ReportErr, kernel.ErrNoUpstreamReport):
+	case errors.Is(u.ReportErr, status.ErrNoReport):
 		d.skip("no upstream status in %s yet: a kernel running %s writes it once its upstreams start", u.StateDir, u.Config)
 	case u.ReportErr != nil:
 		d.problem(fmt.Sprintf("upstream status: %v", u.ReportErr), "restart the kernel; it rewrites the status whole")
@@ -77,7 +77,7 @@ func (d *doctor) upstreams(u *Upstreams) {
 	}
 }
 
-func (d *doctor) upstreamState(st kernel.UpstreamState, as string, u *Upstreams) {
+func (d *doctor) upstreamState(st status.Upstream, as string, u *Upstreams) {
 	switch upstream.State(st.State) {
 	case upstream.StateReady:
 		d.ok("upstream %s: ready (%s, pid %d): %d tools can be published (the grants say to whom), %d are withheld (%s)", st.Name, cmpOr(st.Server, "server unnamed"), st.PID, len(st.Published), len(st.Withheld), as)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/testbin"
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
-	"github.com/sharedos/sharedos-mcp/kernel"
+	"github.com/sharedos/sharedos-mcp/kernel/status"
 )
 
 // brokerKernel is the built kernel running a config that brokers
@@ -55,11 +55,11 @@ func startBrokerKernel(t *testing.T, config string, ready ...string) *brokerKern
 
 // waitReady polls the status the kernel writes until upstream name is
 // ready: the kernel's log is JSON on a pipe, the status file a document.
-func (k *brokerKernel) waitReady(t *testing.T, name string) kernel.UpstreamState {
+func (k *brokerKernel) waitReady(t *testing.T, name string) status.Upstream {
 	t.Helper()
-	var st kernel.UpstreamState
+	var st status.Upstream
 	ok := pollUntil(90*time.Second, func() bool {
-		r, err := kernel.ReadUpstreamReport(k.state)
+		r, err := status.Read(k.state)
 		if err != nil {
 			return false
 		}

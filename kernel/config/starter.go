@@ -1,4 +1,4 @@
-package kernel
+package config
 
 import (
 	"bytes"
@@ -17,14 +17,14 @@ import (
 //go:embed starter.toml
 var starter []byte
 
-// starterRoot is the one line StarterConfig replaces.
+// starterRoot is the one line Starter replaces.
 var starterRoot = []byte("\nroot = \"demo-root\"\n")
 
-// StarterConfig returns the starter config with its files root set to
+// Starter returns the starter config with its files root set to
 // root. With root "" the key is left empty, with a note to set it: the
 // kernel refuses to start on it until it is set (or --root is given), so
 // nothing is shared before someone says what.
-func StarterConfig(root string) []byte {
+func Starter(root string) []byte {
 	line := "\nroot = " + tomlQuote(root) + "\n"
 	if root == "" {
 		line = "\n# Set this to the directory to share, e.g. root = \"~/work\".\nroot = \"\"\n"
@@ -32,7 +32,7 @@ func StarterConfig(root string) []byte {
 	return bytes.Replace(starter, starterRoot, []byte(line), 1)
 }
 
-// WriteStarter writes StarterConfig(root) to path, creating its directory
+// WriteStarter writes Starter(root) to path, creating its directory
 // (mode 0700). It never replaces a file: when path exists, the error
 // wraps fs.ErrExist and nothing is written.
 func WriteStarter(path, root string) error {
@@ -43,7 +43,7 @@ func WriteStarter(path, root string) error {
 	if err != nil {
 		return fmt.Errorf("create config: %w", err)
 	}
-	_, err = f.Write(StarterConfig(root))
+	_, err = f.Write(Starter(root))
 	if err == nil {
 		err = f.Sync()
 	}

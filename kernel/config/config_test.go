@@ -1,4 +1,4 @@
-package kernel
+package config
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ func TestParseConfigRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseConfig("c.toml", []byte(tt.doc))
+			_, err := Parse("c.toml", []byte(tt.doc))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -66,7 +66,7 @@ subject = "integration:*"
 resource = "sharedos:/escalate"
 actions = ["escalate"]
 `
-	c, err := ParseConfig("c.toml", []byte(doc))
+	c, err := Parse("c.toml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +92,13 @@ actions = ["escalate"]
 func TestShippedConfigsLoad(t *testing.T) {
 	for _, name := range []string{"example.toml", "readonly.toml"} {
 		t.Run(name, func(t *testing.T) {
-			file := filepath.Join("..", "testdata", "kernel", name)
-			c, err := LoadConfig(file)
+			file := filepath.Join("..", "..", "testdata", "kernel", name)
+			c, err := Load(file)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A relative root is relative to the config file.
-			if want := filepath.Join("..", "testdata", "kernel", "demo-root"); c.Root != want {
+			if want := filepath.Join("..", "..", "testdata", "kernel", "demo-root"); c.Root != want {
 				t.Errorf("root %q, want %q", c.Root, want)
 			}
 			if _, err := CheckRoot(c.Root); err != nil {
@@ -136,7 +136,7 @@ func TestConfigTypeErrorsSpeakTOML(t *testing.T) {
 		{"[files]\nroot = 5\n", `c.toml:2:8: files.root: want a string, e.g. root = "~/work", have an integer`},
 	}
 	for _, tt := range tests {
-		_, err := ParseConfig("c.toml", []byte(tt.doc))
+		_, err := Parse("c.toml", []byte(tt.doc))
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%q:\n got %v\nwant %s", tt.doc, err, tt.want)
 		}
@@ -150,9 +150,9 @@ func TestConfigTypeErrorsSpeakTOML(t *testing.T) {
 // config is refused, naming the grant's line and the namespaces there are.
 func TestConfigRefusesAnUnknownNamespace(t *testing.T) {
 	doc := "[files]\nroot = \"/srv\"\n\n[[grant]]\nsubject = \"integration:*\"\nresource = \"file:/docs\"\nactions = [\"read\"]\n"
-	_, err := ParseConfig("c.toml", []byte(doc))
+	_, err := Parse("c.toml", []byte(doc))
 	want := `c.toml:4: grant #1: resource "file:/docs": unknown namespace "file", so the grant could never match (the namespaces are files, sharedos); did you mean files:/docs?`
-	var ce *ConfigError
+	var ce *Error
 	if err == nil || err.Error() != want || !errors.As(err, &ce) || ce.File != "c.toml" {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
@@ -165,7 +165,7 @@ func TestConfigRefusesAnUnknownNamespace(t *testing.T) {
 // parser: the line of [files] root and of each [[grant]] header.
 func TestConfigLines(t *testing.T) {
 	doc := "# comment\nsocket = \"/s\"\n\n[files]\n# the root\nroot = \"/srv\"\n\n[[grant]]\nsubject = \"integration:*\"\nresource = \"files:/\"\nactions = [\"read\"]\n\n\n[[ grant ]]\nsubject = \"integration:*\"\nresource = \"sharedos:/escalate\"\nactions = [\"escalate\"]\n"
-	c, err := ParseConfig("c.toml", []byte(doc))
+	c, err := Parse("c.toml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +179,10 @@ func TestConfigLines(t *testing.T) {
 		t.Errorf("RootRef = %q", got)
 	}
 	// A dotted key at the top level sets the root too.
-	if c := mustParse(t, "files.root = \"/srv\"\n"); c.Lines.Root != 1 {
-		t.Errorf("dotted files.root: line %d, want 1", c.Lines.Root)
+	if c, err := Parse("k.toml", []byte("files.root = \"/srv\"\n")); err != nil || c.Lines.Root != 1 {
+		t.Errorf("dotted files.root: line %d (%v), want 1", c.Lines.Root, err)
 	}
-	if got := DefaultConfig("/srv").GrantRef(0); got != "grant #1" {
+	if got := Default("/srv").GrantRef(0); got != "grant #1" {
 		t.Errorf("the default's GrantRef = %q", got)
 	}
 }
@@ -195,7 +195,7 @@ func TestLoadConfigExpandsTheHomeDirectory(t *testing.T) {
 	if err := os.WriteFile(file, []byte("socket = \"~/k.sock\"\naudit_log = \"rel/a.jsonl\"\n[files]\nroot = \"~\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadConfig(file)
+	c, err := Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestLoadConfigExpandsTheHomeDirectory(t *testing.T) {
 	if err := os.WriteFile(file, []byte("[files]\nroot = \"~alice/work\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(file); err == nil || !strings.Contains(err.Error(), `[files] root: "~alice/work": only ~ and ~/ are expanded`) {
+	if _, err := Load(file); err == nil || !strings.Contains(err.Error(), `[files] root: "~alice/work": only ~ and ~/ are expanded`) {
 		t.Errorf("~user: %v", err)
 	}
 }
@@ -219,12 +219,12 @@ func TestDefaultConfigPath(t *testing.T) {
 		{map[string]string{"XDG_CONFIG_HOME": "relative", "HOME": "/h"}, "/h/.config/sharedos/kernel.toml"},
 		{map[string]string{"HOME": "/h"}, "/h/.config/sharedos/kernel.toml"},
 	} {
-		got, err := DefaultConfigPath(func(k string) string { return tt.env[k] })
+		got, err := DefaultPath(func(k string) string { return tt.env[k] })
 		if err != nil || got != tt.want {
 			t.Errorf("%v: %q, %v; want %q", tt.env, got, err, tt.want)
 		}
 	}
-	if _, err := DefaultConfigPath(func(string) string { return "" }); err == nil {
+	if _, err := DefaultPath(func(string) string { return "" }); err == nil {
 		t.Error("no HOME: want an error")
 	}
 }
@@ -261,7 +261,7 @@ resource = "memory:/"
 descendants = true
 actions = ["read"]
 `
-	c, err := ParseConfig("c.toml", []byte(doc))
+	c, err := Parse("c.toml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ actions = ["read"]
 		t.Errorf("root %q, state_dir %q, ref %q", c.Root, c.StateDir, c.UpstreamRef(0))
 	}
 
-	// LoadConfig resolves state_dir and runs an upstream in the file's
+	// Load resolves state_dir and runs an upstream in the file's
 	// directory, or in its cwd taken from there.
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -286,7 +286,7 @@ actions = ["read"]
 	if err := os.WriteFile(file, []byte(doc+"\n[[upstream]]\nname = \"other\"\ncommand = [\"x\"]\ncwd = \"sub\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err = LoadConfig(file)
+	c, err = Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestConfigRefusesBadUpstreamsWithTheirLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseConfig("c.toml", []byte(tt.doc))
+			_, err := Parse("c.toml", []byte(tt.doc))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v\nwant %s", err, tt.want)
 			}

@@ -1,4 +1,4 @@
-package kernel
+package config
 
 import (
 	"bytes"
@@ -17,7 +17,6 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
-	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -42,7 +41,7 @@ type Config struct {
 	// Server.AllowHardLinks.
 	AllowHardLinks bool
 
-	// File is the config file the values came from; "" for DefaultConfig.
+	// File is the config file the values came from; "" for Default.
 	File string
 	// Lines says where in File each value is, for messages.
 	Lines Lines
@@ -101,12 +100,17 @@ func (c Config) UpstreamRef(i int) string {
 	return c.File + ": " + name
 }
 
+// builtinNamespaces are the namespaces of the kernel's own tools: the
+// file tools' and sharedos.escalate's. The kernel's tests hold its
+// registry to them.
+var builtinNamespaces = []string{"files", "sharedos"}
+
 // Namespaces returns the resource namespaces a grant in this config can
 // name: the built-in tools' (files, sharedos) and each upstream's name. A
 // namespace not in the list is a grant that could never match anything,
-// so ParseConfig refuses it.
+// so Parse refuses it.
 func (c Config) Namespaces() []string {
-	ns := []string{files.Namespace, namespaceSharedOS}
+	ns := slices.Clone(builtinNamespaces)
 	for _, u := range c.Upstreams {
 		ns = append(ns, u.Name)
 	}
@@ -153,9 +157,9 @@ type fileGrant struct {
 	Expires any `toml:"expires"`
 }
 
-// DefaultConfig serves root read-only (read, list, search, everything
+// Default serves root read-only (read, list, search, everything
 // beneath it) to every integration: the quickstart with no --config.
-func DefaultConfig(root string) Config {
+func Default(root string) Config {
 	return Config{
 		Root: root,
 		Grants: []policy.Grant{{
@@ -167,21 +171,21 @@ func DefaultConfig(root string) Config {
 	}
 }
 
-// ConfigError is a config file that cannot be used as it stands. Its
+// Error is a config file that cannot be used as it stands. Its
 // message names the file and, where known, the line.
-type ConfigError struct {
+type Error struct {
 	File string
 	Err  error
 }
 
-func (e *ConfigError) Error() string { return e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
-// DefaultConfigPath is where the kernel looks for its config when it is
+// DefaultPath is where the kernel looks for its config when it is
 // given none: $XDG_CONFIG_HOME/sharedos/kernel.toml, else
 // ~/.config/sharedos/kernel.toml. A relative $XDG_CONFIG_HOME is ignored,
 // as the XDG base directory specification asks.
-func DefaultConfigPath(getenv func(string) string) (string, error) {
+func DefaultPath(getenv func(string) string) (string, error) {
 	if d := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "sharedos", "kernel.toml"), nil
 	}
@@ -192,26 +196,26 @@ func DefaultConfigPath(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".config", "sharedos", "kernel.toml"), nil
 }
 
-// LoadConfig reads and validates a TOML config file. Errors are
-// *ConfigError and name the file and, for anything the decoder saw, the
+// Load reads and validates a TOML config file. Errors are
+// *Error and name the file and, for anything the decoder saw, the
 // line and column. In the file's paths a leading ~ is the home directory,
 // and relative paths are taken relative to the file's directory, not to
 // wherever the kernel happens to be started.
-func LoadConfig(file string) (Config, error) {
+func Load(file string) (Config, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return Config{}, &ConfigError{File: file, Err: fmt.Errorf("read config: %w", err)}
+		return Config{}, &Error{File: file, Err: fmt.Errorf("read config: %w", err)}
 	}
 	base := filepath.Dir(file)
 	// An upstream runs in its cwd, taken from the file's directory; that
 	// must not depend on where the kernel is later started from.
 	absBase, err := filepath.Abs(base)
 	if err != nil {
-		return Config{}, &ConfigError{File: file, Err: fmt.Errorf("read config: %w", err)}
+		return Config{}, &Error{File: file, Err: fmt.Errorf("read config: %w", err)}
 	}
 	c, err := parseConfig(file, data, absBase)
 	if err != nil {
-		return Config{}, &ConfigError{File: file, Err: err}
+		return Config{}, &Error{File: file, Err: err}
 	}
 	for _, p := range []struct {
 		key string
@@ -222,7 +226,7 @@ func LoadConfig(file string) (Config, error) {
 		}
 		expanded, err := expandHome(*p.v)
 		if err != nil {
-			return Config{}, &ConfigError{File: file, Err: fmt.Errorf("%s: %s: %w", file, p.key, err)}
+			return Config{}, &Error{File: file, Err: fmt.Errorf("%s: %s: %w", file, p.key, err)}
 		}
 		if !filepath.IsAbs(expanded) {
 			expanded = filepath.Join(base, expanded)
@@ -257,14 +261,14 @@ func expandHome(p string) (string, error) {
 	return filepath.Join(home, rest), nil
 }
 
-// ParseConfig decodes and validates a config document; name is used in
-// error messages, which are *ConfigError. Paths are not resolved (see
-// LoadConfig) nor checked on disk: CheckRoot does that once flags have
+// Parse decodes and validates a config document; name is used in
+// error messages, which are *Error. Paths are not resolved (see
+// Load) nor checked on disk: CheckRoot does that once flags have
 // had their say.
-func ParseConfig(name string, data []byte) (Config, error) {
+func Parse(name string, data []byte) (Config, error) {
 	c, err := parseConfig(name, data, "")
 	if err != nil {
-		return Config{}, &ConfigError{File: name, Err: err}
+		return Config{}, &Error{File: name, Err: err}
 	}
 	return c, nil
 }
