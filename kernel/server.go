@@ -23,6 +23,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
@@ -56,6 +57,11 @@ type Server struct {
 	// program must call upstream.MaybeSupervise first thing in main.
 	Upstreams []upstream.Spec
 	StateDir  string
+
+	// Config is the config the fields above came from, with the flags
+	// over it and its paths resolved: what Reload compares a new one
+	// with to tell what takes a restart.
+	Config config.Config
 
 	// Now is the clock grants are checked against; nil means time.Now.
 	Now func() time.Time

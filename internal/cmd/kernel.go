@@ -120,6 +120,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		AllowHardLinks: cfg.AllowHardLinks,
 		Upstreams:      cfg.Upstreams,
 		StateDir:       stateDir,
+		Config:         cfg,
 		Audit:          auditLog,
 		Log:            log,
 		Version:        buildStamp().version,
@@ -128,7 +129,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	// long lines held); a soft limit makes the collector give memory
 	// back before it would grow past what those allow.
 	debug.SetMemoryLimit(memoryLimit)
-	stopReload := reloadOnHangup(ctx, stdio, log, srv, cfg, *configFile, *root, *socket != "", *auditFile != "")
+	stopReload := reloadOnHangup(ctx, stdio, log, srv, *configFile, *root, *socket, *auditFile)
 	served := "files root " + cfg.Root
 	if cfg.Root == "" {
 		served = "no files root"
@@ -171,12 +172,11 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 // memoryLimit is the kernel's soft memory limit (debug.SetMemoryLimit).
 const memoryLimit = 192 << 20
 
-// reloadOnHangup reloads the config on each SIGHUP until ctx ends or the
-// returned function is called: the grants, allow_uids and
-// allow_hard_links are replaced at once; what needs a restart (the
-// socket, the audit log, the files root) is named in the log and left as
-// it is; a config that does not load is refused and the running one kept.
-func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *kernel.Server, running config.Config, configFile, rootFlag string, socketFlag, auditFlag bool) func() {
+// reloadOnHangup reads the config again on each SIGHUP until ctx ends or
+// the returned function is called, puts the kernel's flags over it as at
+// start, and asks the kernel to apply it (kernel.Server.Reload); a config
+// that does not load is refused and the running one kept.
+func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *kernel.Server, configFile, rootFlag, socketFlag, auditFlag string) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -197,29 +197,15 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 				cli.Warn(stdio.Err, prog, "reload refused, the running config is kept: "+err.Error(), "")
 				continue
 			}
-			if configFile == "" && next.File != running.File {
-				log.Warn().Str("config", next.File).Msg("a different config file applies now; it takes effect when the kernel restarts")
-				continue
-			}
-			for _, c := range []struct {
-				what, was, now string
-				byFlag         bool // a flag set it, over the config
-			}{
-				{"the files root", running.Root, next.Root, rootFlag != ""},
-				{"state_dir", running.StateDir, next.StateDir, false},
-				{"socket", running.Socket, cmp.Or(next.Socket, running.Socket), socketFlag},
-				{"audit_log", running.AuditLog, cmp.Or(next.AuditLog, running.AuditLog), auditFlag},
-			} {
-				if c.was != c.now && !c.byFlag {
-					log.Warn().Str("running", c.was).Str("config", c.now).Msg(c.what + " changed in the config; it takes effect when the kernel restarts")
-				}
-			}
-			srv.SetPolicy(kernel.Policy{Grants: next.Grants, AllowUIDs: next.AllowUIDs, AllowHardLinks: next.AllowHardLinks})
-			if err := srv.SetUpstreams(next.Upstreams); err != nil {
-				log.Error().Err(err).Msg("config reload: an upstream could not be started")
+			next.Socket = cmp.Or(socketFlag, next.Socket)
+			next.AuditLog = cmp.Or(auditFlag, next.AuditLog)
+			r, err := srv.Reload(next)
+			if err != nil {
 				cli.Warn(stdio.Err, prog, "reload: "+err.Error(), "")
 			}
-			log.Info().Str("config", next.File).Int("grants", len(next.Grants)).Int("upstreams", len(next.Upstreams)).Msg("config reloaded: new grants apply from the next decision, the upstreams from the next turn")
+			if !r.Applied {
+				continue
+			}
 			fmt.Fprintf(stdio.Err, "%s: config reloaded\n", prog)
 			printAllowances(stdio.Err, next, summarize(next))
 		}

@@ -1,0 +1,37 @@
+package kernel
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/policy"
+)
+
+// TestReloadAppliesThePolicyAndNamesWhatNeedsARestart: a reloaded
+// config's grants replace the running ones at once; a changed root or
+// audit_log is named, not applied; a socket the new config leaves out
+// keeps the running one; a config from another file applies nothing.
+func TestReloadAppliesThePolicyAndNamesWhatNeedsARestart(t *testing.T) {
+	running := config.Config{File: "k.toml", Root: "/srv/a", Socket: "/run/k.sock", AuditLog: "/var/a.jsonl", StateDir: "/var/s"}
+	s := &Server{Config: running}
+	g := grant(t, "integration:cc", "files:/", true, "read")
+	next := running
+	next.Root, next.Socket, next.AuditLog, next.Grants = "/srv/b", "", "/var/b.jsonl", []policy.Grant{g}
+	r, err := s.Reload(next)
+	if err != nil || !r.Applied || !slices.Equal(r.Restart, []string{"the files root", "audit_log"}) {
+		t.Errorf("Reload = %+v, %v; want applied, restart for the files root and audit_log", r, err)
+	}
+	if got := s.grants(); len(got) != 1 || got[0].Resource != g.Resource {
+		t.Errorf("grants after the reload %+v, want the new one", got)
+	}
+
+	other := next
+	other.File, other.Grants = "other.toml", nil
+	if r, err := s.Reload(other); err != nil || r.Applied {
+		t.Errorf("Reload from another file = %+v, %v; want nothing applied", r, err)
+	}
+	if got := s.grants(); len(got) != 1 {
+		t.Errorf("a config from another file changed the grants to %+v", got)
+	}
+}
