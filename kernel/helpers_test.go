@@ -18,6 +18,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/internal/testfs"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -64,53 +65,9 @@ func grant(t *testing.T, subject, resource string, descendants bool, actions ...
 	return policy.Grant{Subject: subject, Resource: r, Descendants: descendants, Actions: actions}
 }
 
-// writeTree creates the files the tests share:
-//
-//	root/public/a.txt            "hello world\nsecond line\n"
-//	root/public/sub/b.txt        "a needle here\nno match\nneedle again\n"
-//	root/public/bin.dat          binary
-//	root/public/escape           -> outside/secret.txt
-//	root/public/escdir           -> outside
-//	root/public/inside           -> ../private/secret.txt (stays in the root)
-//	root/private/secret.txt      "private needle"
-//	outside/secret.txt           "OUTSIDE SECRET needle"
-func writeTree(t *testing.T) (root, outside string) {
-	t.Helper()
-	base := t.TempDir()
-	root = filepath.Join(base, "root")
-	outside = filepath.Join(base, "outside")
-	files := map[string]string{
-		"root/public/a.txt":       "hello world\nsecond line\n",
-		"root/public/sub/b.txt":   "a needle here\nno match\nneedle again\n",
-		"root/public/bin.dat":     "bin\x00ary",
-		"root/private/secret.txt": "private needle",
-		"outside/secret.txt":      "OUTSIDE SECRET needle",
-	}
-	for name, content := range files {
-		p := filepath.Join(base, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	links := map[string]string{
-		"root/public/escape": filepath.Join(outside, "secret.txt"),
-		"root/public/escdir": outside,
-		"root/public/inside": "../private/secret.txt",
-	}
-	for name, target := range links {
-		if err := os.Symlink(target, filepath.Join(base, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root, outside
-}
-
 func startKernel(t *testing.T, grants []policy.Grant, opts ...func(*Server)) *kernelHarness {
 	t.Helper()
-	root, outside := writeTree(t)
+	root, outside := testfs.WriteTree(t)
 	dir, err := os.MkdirTemp("", "sk")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/internal/testfs"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -240,7 +241,7 @@ func TestALineOverTheLimitIsAnsweredUnderItsID(t *testing.T) {
 // call.progress with increasing counts of the files it has looked at,
 // toward the total it counted first, and none after its answer.
 func TestSearchReportsItsProgress(t *testing.T) {
-	root, _ := writeTree(t)
+	root, _ := testfs.WriteTree(t)
 	many := filepath.Join(root, "public", "many")
 	if err := os.MkdirAll(many, 0o755); err != nil {
 		t.Fatal(err)

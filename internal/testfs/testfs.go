@@ -84,3 +84,49 @@ func Chown(t *testing.T, p string, uid int) {
 		t.Fatal(err)
 	}
 }
+
+// WriteTree creates the tree the kernel's tests serve, in a new
+// temporary directory, and returns its root and the directory beside it
+// that is never shared:
+//
+//	root/public/a.txt            "hello world\nsecond line\n"
+//	root/public/sub/b.txt        "a needle here\nno match\nneedle again\n"
+//	root/public/bin.dat          binary
+//	root/public/escape           -> outside/secret.txt
+//	root/public/escdir           -> outside
+//	root/public/inside           -> ../private/secret.txt (stays in the root)
+//	root/private/secret.txt      "private needle"
+//	outside/secret.txt           "OUTSIDE SECRET needle"
+func WriteTree(t *testing.T) (root, outside string) {
+	t.Helper()
+	base := t.TempDir()
+	root = filepath.Join(base, "root")
+	outside = filepath.Join(base, "outside")
+	files := map[string]string{
+		"root/public/a.txt":       "hello world\nsecond line\n",
+		"root/public/sub/b.txt":   "a needle here\nno match\nneedle again\n",
+		"root/public/bin.dat":     "bin\x00ary",
+		"root/private/secret.txt": "private needle",
+		"outside/secret.txt":      "OUTSIDE SECRET needle",
+	}
+	for name, content := range files {
+		p := filepath.Join(base, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"root/public/escape": filepath.Join(outside, "secret.txt"),
+		"root/public/escdir": outside,
+		"root/public/inside": "../private/secret.txt",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(base, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, outside
+}
