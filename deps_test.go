@@ -60,11 +60,11 @@ func TestDeps(t *testing.T) {
 		},
 		{
 			pkgs:   []string{"shim", "kernelclient"},
-			forbid: []string{module + "/kernel", module + "/install"},
+			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/files", module + "/kernel/config", module + "/kernel/status", module + "/install"},
 			why:    "the shim is a translation in front of any kernel; it must not link the reference kernel's code or know harness configs",
 		},
 		{
-			pkgs:   []string{"kernel", "shim", "kernelclient", "policy", "hashing", "install"},
+			pkgs:   []string{"kernel", "kernel/audit", "kernel/files", "kernel/config", "kernel/status", "shim", "kernelclient", "policy", "hashing", "install"},
 			forbid: []string{module + "/internal/cli", module + "/internal/cmd", module + "/internal/doctor"},
 			why:    "libraries return typed errors; only the command layer turns them into messages and hints that name flags",
 		},
@@ -72,6 +72,32 @@ func TestDeps(t *testing.T) {
 			pkgs:   []string{"kernel"},
 			forbid: []string{module + "/shim", module + "/kernelclient"},
 			why:    "the kernel serves the socket protocol; it must not depend on the client side of it",
+		},
+		{
+			pkgs:   []string{"kernel/audit"},
+			forbid: []string{module + "/kernel", module + "/kernel/files", module + "/kernel/config", module + "/kernel/status", module + "/kernel/upstream", module + "/policy"},
+			why:    "the record depends on nothing that acts: the server, the tools and the brokers write to it, and it reads and verifies a log without any of them",
+		},
+		{
+			pkgs:   []string{"kernel/files"},
+			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/config", module + "/kernel/status", module + "/kernel/upstream"},
+			why:    "the file tools decide no grant and write no record: they ask the turn through a files.Call, so every decision and its record stay on the kernel's path",
+		},
+		{
+			pkgs:   []string{"kernel/config"},
+			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/files"},
+			why:    "a config is read and checked (kernel check, catalog, doctor) without linking the server, the record or the file tools; the kernel runs on a config, not the other way round",
+		},
+		{
+			pkgs:   []string{"kernel/status"},
+			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/files", module + "/kernel/config", module + "/kernel/upstream"},
+			why:    "the status file is a format the kernel writes and the commands read; reading it links none of the kernel",
+		},
+		{
+			pkgs:   []string{"internal/cmd", "internal/doctor"},
+			forbid: []string{module + "/kernel/files"},
+			direct: true,
+			why:    "the command layer asks the kernel packages and renders what they say; it runs no tool of its own",
 		},
 	}
 	for _, r := range rules {

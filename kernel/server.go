@@ -2,6 +2,12 @@
 // socket, checks each peer's credentials, serves one turn per connection
 // (docs/kernel-protocol.md), authorizes every tool call against the grants
 // it was configured with, and appends what happened to an audit log.
+//
+// It keeps the server, the turns, the sequencer and the tool registry,
+// with the brokered tools' publishing and authorizing. The record is
+// kernel/audit, the file tools are kernel/files, the config is
+// kernel/config, the status file the commands read is kernel/status, and
+// the brokered servers run in kernel/upstream.
 package kernel
 
 import (
