@@ -7,9 +7,9 @@ import (
 )
 
 // The numbers in docs/adr/0002-audit-durability.md come from these:
-// go test -run '^$' -bench Audit -benchtime 2000x ./kernel
+// go test -run '^$' -bench Audit -benchtime 2000x ./kernel/audit
 // and the cost of the chain in docs/adr/0009-audit-log-chain-and-repair.md
-// from go test -run '^$' -bench Audit -benchmem ./kernel.
+// from go test -run '^$' -bench Audit -benchmem ./kernel/audit.
 //
 // A turn is modelled as six events (opened, listed, three calls, closed).
 
