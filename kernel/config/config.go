@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -41,8 +43,19 @@ type Config struct {
 	// Server.AllowHardLinks.
 	AllowHardLinks bool
 
+	// Arguments is [audit] arguments: what the audit records of each
+	// call's arguments, one of the Arguments* values (ArgumentsDigest when
+	// the file says nothing).
+	Arguments string
+	// Telemetry is the [telemetry] table; nil when the file has none, and
+	// then nothing is exported, whatever the environment says.
+	Telemetry *Telemetry
+
 	// File is the config file the values came from; "" for Default.
 	File string
+	// SHA256 is the SHA-256 (hex) of the file's bytes as read; "" for
+	// Default. The audit's config.loaded records it.
+	SHA256 string
 	// Lines says where in File each value is, for messages.
 	Lines Lines
 }
@@ -145,6 +158,10 @@ type fileConfig struct {
 	} `toml:"files"`
 	Grant    []fileGrant       `toml:"grant"`
 	Upstream []upstream.Config `toml:"upstream"`
+	Audit    struct {
+		Arguments string `toml:"arguments"`
+	} `toml:"audit"`
+	Telemetry *fileTelemetry `toml:"telemetry"`
 }
 
 type fileGrant struct {
@@ -161,7 +178,8 @@ type fileGrant struct {
 // beneath it) to every integration: the quickstart with no --config.
 func Default(root string) Config {
 	return Config{
-		Root: root,
+		Root:      root,
+		Arguments: ArgumentsDigest,
 		Grants: []policy.Grant{{
 			Subject:     policy.SubjectWildcard,
 			Resource:    policy.Resource{Namespace: "files", Path: "/"},
@@ -206,6 +224,7 @@ func Load(file string) (Config, error) {
 	if err != nil {
 		return Config{}, &Error{File: file, Err: fmt.Errorf("read config: %w", err)}
 	}
+	sum := sha256.Sum256(data)
 	base := filepath.Dir(file)
 	// An upstream runs in its cwd, taken from the file's directory; that
 	// must not depend on where the kernel is later started from.
@@ -217,6 +236,7 @@ func Load(file string) (Config, error) {
 	if err != nil {
 		return Config{}, &Error{File: file, Err: err}
 	}
+	c.SHA256 = hex.EncodeToString(sum[:])
 	for _, p := range []struct {
 		key string
 		v   *string
@@ -285,6 +305,13 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
 		return Config{}, fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name)
+	}
+	var err error
+	if c.Arguments, err = parseArguments(fc.Audit.Arguments); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if c.Telemetry, err = parseTelemetry(fc.Telemetry); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", name, err)
 	}
 	if base != "" {
 		for i := range fc.Upstream {
@@ -448,6 +475,14 @@ var wantValue = map[string]string{
 	"upstream.tool.name":       `a string, e.g. name = "read_graph"`,
 	"upstream.tool.action":     `one of "read", "list", "search", "write", "call"`,
 	"upstream.tool.resource":   `a string, e.g. resource = "/graph" or "/repos/{owner}/{repo}"`,
+	"audit":                    "a table: [audit]",
+	"audit.arguments":          `one of "digest", "full", "none"`,
+	"telemetry":                "a table: [telemetry]",
+	"telemetry.otlp_endpoint":  `a string, e.g. otlp_endpoint = "http://127.0.0.1:4318"`,
+	"telemetry.otlp_protocol":  `"http/protobuf" or "grpc"`,
+	"telemetry.headers":        `a table of strings, e.g. headers = { authorization = "Bearer {secret:otlp_token}" }`,
+	"telemetry.service_name":   `a string, e.g. service_name = "sharedos-kernel"`,
+	"telemetry.audit_logs":     "true or false",
 }
 
 // The patterns typeMessage reads go-toml's errors with, compiled at the

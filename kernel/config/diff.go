@@ -1,0 +1,93 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
+	"github.com/sharedos/sharedos-mcp/policy"
+)
+
+// Changes is what one config changes against another, by name: grants
+// (which have none, so by what they say), upstreams and the telemetry
+// settings. The audit's config.loaded records it, so the log shows which
+// grants were in force at every decision. Values are never in it: an
+// upstream's env or a header is named, not shown.
+type Changes struct {
+	Added, Removed, Changed []string
+}
+
+// Diff is what next changes against prev. Against the zero Config (a
+// kernel starting), everything next holds is Added. Each entry names its
+// kind first ("grant …", "upstream NAME", "telemetry", "audit arguments"),
+// in the order next (or, for Removed, prev) holds them.
+func Diff(prev, next Config) Changes {
+	var c Changes
+	was := grantTexts(prev.Grants)
+	now := grantTexts(next.Grants)
+	for _, g := range now {
+		if !slices.Contains(was, g) {
+			c.Added = append(c.Added, g)
+		}
+	}
+	for _, g := range was {
+		if !slices.Contains(now, g) {
+			c.Removed = append(c.Removed, g)
+		}
+	}
+	for _, u := range next.Upstreams {
+		i := slices.IndexFunc(prev.Upstreams, func(p upstream.Spec) bool { return p.Name == u.Name })
+		switch {
+		case i < 0:
+			c.Added = append(c.Added, "upstream "+u.Name)
+		case !reflect.DeepEqual(prev.Upstreams[i], u):
+			c.Changed = append(c.Changed, "upstream "+u.Name)
+		}
+	}
+	for _, u := range prev.Upstreams {
+		if !slices.ContainsFunc(next.Upstreams, func(n upstream.Spec) bool { return n.Name == u.Name }) {
+			c.Removed = append(c.Removed, "upstream "+u.Name)
+		}
+	}
+	switch {
+	case prev.Telemetry == nil && next.Telemetry != nil:
+		c.Added = append(c.Added, "telemetry")
+	case prev.Telemetry != nil && next.Telemetry == nil:
+		c.Removed = append(c.Removed, "telemetry")
+	case !reflect.DeepEqual(prev.Telemetry, next.Telemetry):
+		c.Changed = append(c.Changed, "telemetry")
+	}
+	switch {
+	case prev.Arguments == "" && next.Arguments != "":
+		c.Added = append(c.Added, "audit arguments "+next.Arguments)
+	case prev.Arguments != next.Arguments:
+		c.Changed = append(c.Changed, "audit arguments "+next.Arguments)
+	}
+	return c
+}
+
+// GrantText says what a grant allows, in one line: its subject, resource
+// (and whether below it), actions and expiry.
+func GrantText(g policy.Grant) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "grant %s %s", g.Subject, g.Resource)
+	if g.Descendants {
+		b.WriteString(" and below")
+	}
+	b.WriteString(": " + strings.Join(g.Actions, ", "))
+	if !g.Expires.IsZero() {
+		b.WriteString(" until " + g.Expires.UTC().Format(time.RFC3339))
+	}
+	return b.String()
+}
+
+func grantTexts(grants []policy.Grant) []string {
+	out := make([]string, len(grants))
+	for i, g := range grants {
+		out[i] = GrantText(g)
+	}
+	return out
+}
