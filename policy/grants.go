@@ -188,17 +188,25 @@ func (d Decision) String() string {
 // Paths must be clean (see ParseResource); the caller cleans what it got
 // from a client before asking.
 func Authorize(grants []Grant, req Request) Decision {
-	d := NoMatchingGrant
-	for _, g := range grants {
+	d, _ := Decide(grants, req)
+	return d
+}
+
+// Decide is Authorize, and also says which grant decided: the index in
+// grants of the live grant that allows req, or of the last expired one
+// that would have; -1 when no grant covers it.
+func Decide(grants []Grant, req Request) (Decision, int) {
+	d, which := NoMatchingGrant, -1
+	for i, g := range grants {
 		if !g.matchesSubject(req.Integration) || !g.matchesResource(req.Resource) || !g.hasAction(req.Action) {
 			continue
 		}
 		if g.live(req.Time) {
-			return Allowed
+			return Allowed, i
 		}
-		d = GrantExpired
+		d, which = GrantExpired, i
 	}
-	return d
+	return d, which
 }
 
 // Discoverable reports whether some live grant gives integration the
