@@ -107,6 +107,22 @@ type InvokeParams struct {
 	Tool        string          `json:"tool"`
 	Arguments   json.RawMessage `json:"arguments"`
 	CatalogHash string          `json:"catalogHash"`
+	// MCP is what the shim knows of the MCP request the call relays;
+	// optional, and a kernel may ignore it.
+	MCP *InvokeMCP `json:"mcp,omitempty"`
+}
+
+// InvokeMCP is tools.invoke's optional mcp member: what a kernel that
+// exports traces needs of the MCP request a call relays. Every member is
+// optional.
+type InvokeMCP struct {
+	RequestID       string `json:"requestId,omitempty"`       // the request's JSON-RPC id, as a string (a number's text)
+	ProtocolVersion string `json:"protocolVersion,omitempty"` // the MCP protocol version the request was made under
+	// TraceParent and TraceState are the W3C trace context the client
+	// sent in the request's params._meta: the kernel's span of the call
+	// is a child of it.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // InvokeResult is the kernel's answer to one call. A refusal is a result.

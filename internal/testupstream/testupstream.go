@@ -278,6 +278,9 @@ func (h *handlers) add(variant int, bad bool) {
 type Recorded struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Meta is the call's params._meta: the trace context a kernel with
+	// telemetry sends, and the progress token.
+	Meta map[string]any `json:"meta,omitempty"`
 }
 
 // ReadRecord returns the calls recorded in file, in order; none when it
@@ -310,7 +313,7 @@ func recordCalls(f *os.File) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
-				line, _ := json.Marshal(Recorded{Tool: p.Name, Arguments: p.Arguments})
+				line, _ := json.Marshal(Recorded{Tool: p.Name, Arguments: p.Arguments, Meta: p.Meta})
 				mu.Lock()
 				_, _ = f.Write(append(line, '\n'))
 				mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -53,6 +54,16 @@ type ProgressFunc func(progress, total float64, message string)
 
 var errCallTimeout = errors.New("call timeout")
 
+type metaKey struct{}
+
+// WithMeta returns ctx carrying meta, which a Call made in it sends the
+// upstream as its params._meta (beside the progress token): the trace
+// context of the kernel's span, traceparent and tracestate, as the MCP
+// semantic conventions carry it. meta is not changed.
+func WithMeta(ctx context.Context, meta map[string]any) context.Context {
+	return context.WithValue(ctx, metaKey{}, meta)
+}
+
 // Call calls t, from a snapshot, with the arguments of a tools.invoke,
 // and returns its result or a *CallError. The arguments are forwarded in
 // the form whose resource is t.Target(arguments), the one the caller
@@ -90,6 +101,9 @@ func (s *session) call(ctx context.Context, t *Tool, args json.RawMessage, progr
 	stop := context.AfterFunc(s.ctx, cancel) // a session that stops ends its calls
 	defer stop()
 	params := &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: args}
+	if meta, ok := ctx.Value(metaKey{}).(map[string]any); ok && len(meta) > 0 {
+		params.Meta = maps.Clone(meta)
+	}
 	if progress != nil {
 		token := s.addProgress(progress)
 		defer s.removeProgress(token)

@@ -1,0 +1,166 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/sharedos/sharedos-mcp/kernel/config"
+)
+
+// ErrNoEndpoint: [telemetry] is there but neither it nor the environment
+// names an endpoint, so nothing is exported.
+var ErrNoEndpoint = errors.New("no OTLP endpoint: [telemetry] has no otlp_endpoint and no OTEL_EXPORTER_OTLP_ENDPOINT is set")
+
+// signal is one kind of OTLP export: its name in the OTEL_EXPORTER_OTLP_*
+// variables and the path of its HTTP endpoint.
+type signal struct{ env, path string }
+
+var (
+	traces  = signal{"TRACES", "/v1/traces"}
+	metrics = signal{"METRICS", "/v1/metrics"}
+	logs    = signal{"LOGS", "/v1/logs"}
+)
+
+// target is where one signal goes: url, an endpoint the config named (for
+// http/protobuf with the signal's path), or "" to let the exporter read
+// the OTEL_EXPORTER_OTLP_* variables, which name one.
+type target struct {
+	url, protocol string
+}
+
+// targetOf says where s goes, and false when nowhere.
+func targetOf(c config.Telemetry, s signal) (target, bool, error) {
+	proto := c.Protocol
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_" + s.env + "_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if proto == "" {
+			proto = os.Getenv(v)
+		}
+	}
+	if proto == "" {
+		proto = config.ProtocolHTTP
+	}
+	if proto != config.ProtocolHTTP && proto != config.ProtocolGRPC {
+		return target{}, false, fmt.Errorf("OTLP protocol %q: the kernel exports %q or %q", proto, config.ProtocolHTTP, config.ProtocolGRPC)
+	}
+	t := target{protocol: proto}
+	switch {
+	case c.Endpoint != "":
+		t.url = strings.TrimSuffix(c.Endpoint, "/")
+		if proto == config.ProtocolHTTP {
+			t.url += s.path
+		}
+	case os.Getenv("OTEL_EXPORTER_OTLP_"+s.env+"_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "":
+		return t, false, nil
+	}
+	return t, true, nil
+}
+
+// otlpProviders makes the OTLP exporters of every signal with a target;
+// nil when there is none.
+func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
+		return nil, nil
+	}
+	headers := map[string]string{}
+	for name, v := range o.Config.Headers {
+		if o.ExpandHeader != nil {
+			var err error
+			if v, err = o.ExpandHeader(v); err != nil {
+				// The error names the header, never its value.
+				return nil, fmt.Errorf("[telemetry] headers: %s: %w", name, err)
+			}
+		}
+		headers[name] = v
+	}
+	var p Providers
+	found := false
+	t, ok, err := targetOf(o.Config, traces)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		found = true
+		if t.protocol == config.ProtocolGRPC {
+			opts := []otlptracegrpc.Option{otlptracegrpc.WithHeaders(headers)}
+			if t.url != "" {
+				opts = append(opts, otlptracegrpc.WithEndpointURL(t.url))
+			}
+			p.Spans, err = otlptracegrpc.New(ctx, opts...)
+		} else {
+			opts := []otlptracehttp.Option{otlptracehttp.WithHeaders(headers)}
+			if t.url != "" {
+				opts = append(opts, otlptracehttp.WithEndpointURL(t.url))
+			}
+			p.Spans, err = otlptracehttp.New(ctx, opts...)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
+		}
+	}
+	if t, ok, err = targetOf(o.Config, metrics); err != nil {
+		return nil, err
+	}
+	if ok {
+		found = true
+		var exp sdkmetric.Exporter
+		if t.protocol == config.ProtocolGRPC {
+			opts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithHeaders(headers)}
+			if t.url != "" {
+				opts = append(opts, otlpmetricgrpc.WithEndpointURL(t.url))
+			}
+			exp, err = otlpmetricgrpc.New(ctx, opts...)
+		} else {
+			opts := []otlpmetrichttp.Option{otlpmetrichttp.WithHeaders(headers)}
+			if t.url != "" {
+				opts = append(opts, otlpmetrichttp.WithEndpointURL(t.url))
+			}
+			exp, err = otlpmetrichttp.New(ctx, opts...)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: metric exporter: %w", err)
+		}
+		p.Metrics = sdkmetric.NewPeriodicReader(exp)
+	}
+	if o.Config.AuditLogs {
+		if t, ok, err = targetOf(o.Config, logs); err != nil {
+			return nil, err
+		}
+		if ok {
+			found = true
+			// The audit stream retries on its own, from its cursor: an
+			// exporter that retried too would hold a batch it has given up
+			// on.
+			if t.protocol == config.ProtocolGRPC {
+				opts := []otlploggrpc.Option{otlploggrpc.WithHeaders(headers), otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false})}
+				if t.url != "" {
+					opts = append(opts, otlploggrpc.WithEndpointURL(t.url))
+				}
+				p.AuditLogs, err = otlploggrpc.New(ctx, opts...)
+			} else {
+				opts := []otlploghttp.Option{otlploghttp.WithHeaders(headers), otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false})}
+				if t.url != "" {
+					opts = append(opts, otlploghttp.WithEndpointURL(t.url))
+				}
+				p.AuditLogs, err = otlploghttp.New(ctx, opts...)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("telemetry: log exporter: %w", err)
+			}
+		}
+	}
+	if !found {
+		return nil, ErrNoEndpoint
+	}
+	return &p, nil
+}
