@@ -381,15 +381,17 @@ func newBrokeredTool(ut *upstream.Tool) (*tool, error) {
 // refuses the call before anything reaches the upstream), the live
 // grants on it, for a call with an effect the durable tool.authorized,
 // and only then the upstream.
-func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq int64) (call, outcome) {
+func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq int64, args argumentsRecord) (call, outcome) {
 	ut := tl.brokered
-	c := call{action: tl.action, upstream: ut.Upstream}
+	c := call{action: tl.action, upstream: ut.Upstream, args: args}
 	res, err := ut.Target(p.Arguments.raw)
 	if err != nil {
 		return c, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, strings.TrimPrefix(err.Error(), upstream.ErrInvalidArguments.Error()+": "))
 	}
 	c.requested, c.resource = res.String(), res.String()
-	switch policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: res, Action: tl.action, Time: t.s.Now()}) {
+	d, which := policy.Decide(t.s.grants(), policy.Request{Integration: t.name, Resource: res, Action: tl.action, Time: t.s.Now()})
+	c.grant = grantNumber(which)
+	switch d {
 	case policy.GrantExpired:
 		return c, denied(kproto.CodeGrantExpired, "the grant for %s on %s has expired", tl.action, shown(c.resource))
 	case policy.NoMatchingGrant:
@@ -406,15 +408,23 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 	if effect && !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 		e.Resource, e.Upstream = c.resource, c.upstream
+		e.ArgumentsSHA256, e.Arguments = c.args.digest, c.args.full
 	})) {
 		return c, auditUnavailable(false)
+	}
+	ctx, meta, span := t.s.Telemetry.StartUpstreamCall(ctx, ut.Upstream, ut.UpstreamTool)
+	if meta != nil {
+		ctx = upstream.WithMeta(ctx, meta)
 	}
 	r, err := b.m.Call(ctx, ut, p.Arguments.raw, func(progress, total float64, message string) {
 		t.progress(p.CallID, progress, total, message)
 	})
 	if err != nil {
-		return c, brokeredFailure(err)
+		o := brokeredFailure(err)
+		span.End(o.code)
+		return c, o
 	}
+	span.End("")
 	o := outcome{status: kproto.StatusSucceeded, content: r.Content, acted: effect}
 	if r.StructuredContent != nil {
 		o.output = r.StructuredContent

@@ -14,7 +14,7 @@ import (
 // keeps the running one; a config from another file applies nothing.
 func TestReloadAppliesThePolicyAndNamesWhatNeedsARestart(t *testing.T) {
 	running := config.Config{File: "k.toml", Root: "/srv/a", Socket: "/run/k.sock", AuditLog: "/var/a.jsonl", StateDir: "/var/s"}
-	s := &Server{Config: running}
+	s := &Server{Config: running, Audit: openAudit(t)}
 	g := grant(t, "integration:cc", "files:/", true, "read")
 	next := running
 	next.Root, next.Socket, next.AuditLog, next.Grants = "/srv/b", "", "/var/b.jsonl", []policy.Grant{g}

@@ -31,6 +31,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/files"
+	"github.com/sharedos/sharedos-mcp/kernel/telemetry"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -69,6 +70,10 @@ type Server struct {
 	// with to tell what takes a restart.
 	Config config.Config
 
+	// Telemetry is where the kernel exports its spans and metrics; nil
+	// exports nothing, at no cost to a call.
+	Telemetry *telemetry.Telemetry
+
 	// Now is the clock grants are checked against; nil means time.Now.
 	Now func() time.Time
 	// PeerCred reads a connection's peer credentials; nil means
@@ -93,10 +98,11 @@ type Server struct {
 	upstreamEvents func(upstream.Event)
 	// waits, when set, is told before the kernel waits for a bound:
 	// "turn", "running" or "line". Tests use it to know a wait began.
-	waits func(bound string)
-	mu    sync.Mutex
-	conns map[*net.UnixConn]struct{}
-	err   error // why the audit log could not be written, while it cannot
+	waits   func(bound string)
+	mu      sync.Mutex
+	conns   map[*net.UnixConn]struct{}
+	err     error         // why the audit log could not be written, while it cannot
+	inForce config.Config // the config the policy and upstreams came from: Config, or the last reload
 }
 
 // auditSink is what the kernel needs of its audit log.
@@ -125,7 +131,7 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 		s.AllowUIDs = []uint32{uint32(os.Getuid())}
 	}
 	if s.policy.Load() == nil {
-		s.SetPolicy(Policy{Grants: s.Grants, AllowUIDs: s.AllowUIDs, AllowHardLinks: s.AllowHardLinks})
+		s.SetPolicy(Policy{Grants: s.Grants, AllowUIDs: s.AllowUIDs, AllowHardLinks: s.AllowHardLinks, Arguments: s.Config.Arguments})
 	}
 	s.running = make(chan struct{}, cmp.Or(s.runningCalls, maxRunning))
 	s.bigLines = make(chan struct{}, cmp.Or(s.bigLineCount, maxBigLines))
@@ -148,10 +154,21 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 			s.tools = slices.DeleteFunc(s.tools, func(t *tool) bool { return t.scope.Namespace == files.Namespace })
 		}
 	}
+	// The config is on the record before any decision is made under it.
+	s.mu.Lock()
+	s.inForce = s.Config
+	s.mu.Unlock()
+	if !s.recordConfig("start", config.Config{}, s.Config) {
+		ln.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return fmt.Errorf("record the config: %w", s.err)
+	}
 	if err := s.startBrokers(); err != nil {
 		ln.Close()
 		return err
 	}
+	s.Telemetry.ObserveUpstreams(s.upstreamStates)
 	s.conns = map[*net.UnixConn]struct{}{}
 
 	ctx, stop := context.WithCancel(ctx)
@@ -269,6 +286,9 @@ type Policy struct {
 	Grants         []policy.Grant
 	AllowUIDs      []uint32 // nil means the kernel's own uid only
 	AllowHardLinks bool
+	// Arguments is what the audit records of a call's arguments, a
+	// config.Arguments* value; "" means config.ArgumentsDigest.
+	Arguments string
 }
 
 // SetPolicy replaces the kernel's grants, the uids it serves and whether
@@ -285,7 +305,7 @@ func (s *Server) currentPolicy() *Policy {
 	if p := s.policy.Load(); p != nil {
 		return p
 	}
-	return &Policy{Grants: s.Grants, AllowUIDs: s.AllowUIDs, AllowHardLinks: s.AllowHardLinks}
+	return &Policy{Grants: s.Grants, AllowUIDs: s.AllowUIDs, AllowHardLinks: s.AllowHardLinks, Arguments: s.Config.Arguments}
 }
 
 func (s *Server) grants() []policy.Grant { return s.currentPolicy().Grants }

@@ -18,6 +18,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/files"
+	"github.com/sharedos/sharedos-mcp/kernel/telemetry"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -41,6 +42,11 @@ type turn struct {
 	slots chan struct{}   // one per call admitted and not yet answered
 	line  *bigLine        // the long-line token of the line being handled; read goroutine only
 	in    *jsonrpc.Reader // the connection's; read goroutine only
+
+	// asked counts the turn's tools.invoke and turn.escalate requests;
+	// read goroutine only. turn.closed records it as calls: 0 marks a
+	// turn that only looked.
+	asked int
 
 	mu        sync.Mutex
 	escalated bool
@@ -72,7 +78,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		cancel()
 		t.wg.Wait()
 		if t.name != "" {
-			s.record(t.event(audit.EventTurnClosed, nil))
+			s.record(t.event(audit.EventTurnClosed, func(e *audit.Event) { e.Calls = &t.asked }))
 			if err := s.Audit.Sync(); err != nil {
 				s.Log.Error().Err(err).Msg("audit sync failed")
 			}
@@ -139,7 +145,9 @@ func (t *turn) tooLong(prefix []byte) {
 	}
 	msg := fmt.Sprintf("the request line is over the kernel's %d-byte limit", t.s.maxLine())
 	if id != nil && leadingString(prefix, "method") == kproto.MethodInvoke && t.name != "" {
-		t.invokeRefused(id, invokeParams{CallID: leadingString(prefix, "params", "callId"), Tool: leadingString(prefix, "params", "tool")},
+		t.asked++
+		// Its arguments were never read: size -1 records nothing of them.
+		t.invokeRefused(id, invokeParams{CallID: leadingString(prefix, "params", "callId"), Tool: leadingString(prefix, "params", "tool"), Arguments: boundedJSON{size: -1}},
 			failed(kproto.CodeTooLarge, "%s; nothing was read of it", msg))
 		return
 	}
@@ -346,6 +354,7 @@ func (t *turn) escalateRequest(m jsonrpc.Message) bool {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "turn.escalate params: "+err.Error(), "")
 		return true
 	}
+	t.asked++
 	// The escalation takes effect in its place among the turn's calls:
 	// after every call that came before it, before any that comes after.
 	if t.s.acquire(t.ctx, t.slots, "turn") != nil {
@@ -422,6 +431,9 @@ type invokeParams struct {
 	Tool        string
 	Arguments   boundedJSON
 	CatalogHash string
+	// MCP is the mcp member as it came (kproto.InvokeMCP), a slice of
+	// the line: read only for telemetry.
+	MCP []byte
 }
 
 // boundedJSON is a raw JSON value kept only if it is at most
@@ -437,6 +449,8 @@ type call struct {
 	requested string // the resource the call named
 	resource  string // the resource decided on: where the named one really is
 	upstream  string // a brokered call's upstream
+	grant     int    // which grant decided, numbered from 1 as kernel check shows it; 0: none
+	args      argumentsRecord
 }
 
 // invoke admits a call in arrival order and runs it on its own goroutine
@@ -445,6 +459,7 @@ type call struct {
 // read behind it, while a write waits for what came before it and is
 // waited for by what comes after.
 func (t *turn) invoke(m jsonrpc.Message) {
+	t.asked++
 	p, err := decodeInvokeParamsIn(m.Params, t.in)
 	if err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "tools.invoke params: "+err.Error(), "")
@@ -500,12 +515,22 @@ func (t *turn) start(id json.RawMessage, p invokeParams, refused outcome, done f
 		defer done()
 		defer line.release()
 		start := time.Now()
+		// A copy of its own: a closure that changed what it captured
+		// would move it to the heap, at every call.
+		ctx := ctx
+		var span *telemetry.Call
+		if t.s.Telemetry != nil {
+			_, published := t.tools[p.Tool]
+			ctx, span = t.s.Telemetry.StartCall(ctx, telemetry.CallStart{
+				Integration: t.name, ExecutionID: t.execID, Tool: clip.String(p.Tool, 128), Published: published, Seq: tk.seq, MCP: p.MCP,
+			})
+		}
 		var c call
 		o := refused
 		if o.status == "" {
 			c, o = t.runInOrder(ctx, tk, p)
 		}
-		t.answer(id, p, c, tk.seq, start, o)
+		t.answer(id, p, c, tk.seq, start, o, span)
 	}()
 }
 
@@ -535,6 +560,7 @@ func (t *turn) runInOrder(ctx context.Context, tk *ticket, p invokeParams) (call
 // resolves, on where the named path really leads, once the tool holds
 // what it leads to (see files.Call.Authorize).
 func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o outcome) {
+	c.args = recordArguments(t.s.currentPolicy().Arguments, p.Arguments)
 	tl, ok := t.tools[p.Tool]
 	if !ok {
 		return c, denied(kproto.CodeToolUnavailable, "%s is not in this turn's catalogue", strconv.Quote(clip.String(p.Tool, 128)))
@@ -550,7 +576,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 		return c, failed(kproto.CodeTooLarge, "%s: the arguments are %d bytes of JSON, over the %d-byte limit", tl.def.Name, p.Arguments.size, maxArgumentBytes)
 	}
 	if tl.brokered != nil {
-		return t.runBrokered(ctx, tl, p, seq)
+		return t.runBrokered(ctx, tl, p, seq, c.args)
 	}
 	args, msg := tl.parseArgs(p.Arguments.raw)
 	if msg != "" {
@@ -575,7 +601,9 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 			// not the caller's to learn from a refusal.
 			via = ": a link on the way leads where the grants do not reach"
 		}
-		switch policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: tl.action, Time: t.s.Now()}) {
+		d, which := policy.Decide(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: tl.action, Time: t.s.Now()})
+		c.grant = grantNumber(which)
+		switch d {
 		case policy.GrantExpired:
 			return denied(kproto.CodeGrantExpired, "the grant for %s on %s has expired%s", tl.action, shown(c.requested), via), false
 		case policy.NoMatchingGrant:
@@ -607,6 +635,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 				if !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 					e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 					e.Resource, e.Requested = c.resource, requestedIfOther(c)
+					e.ArgumentsSHA256, e.Arguments = c.args.digest, c.args.full
 				})) {
 					return auditUnavailable(false).refusal(), false
 				}
@@ -663,17 +692,24 @@ func auditUnavailable(acted bool) outcome {
 
 // answer records a call's outcome and then writes its result. Nothing is
 // handed out unrecorded: when the record fails, the answer is
-// audit_unavailable instead of the result.
-func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, start time.Time, o outcome) {
+// audit_unavailable instead of the result. The call's span ends with
+// what was answered.
+func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, start time.Time, o outcome, span *telemetry.Call) {
 	r := resultOf(o)
 	took := time.Since(start)
 	d := took.Microseconds()
+	if c.args.digest == "" {
+		// Refused or cancelled before it ran.
+		c.args = recordArguments(t.s.currentPolicy().Arguments, p.Arguments)
+	}
 	if !t.s.record(t.event(audit.EventToolInvoked, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = clip.String(p.CallID, maxCallIDBytes), seq, clip.String(p.Tool, 128), c.resource, requestedIfOther(c), c.action
 		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, clip.String(p.CatalogHash, 128), &d, c.upstream
+		e.ArgumentsSHA256, e.Arguments = c.args.digest, c.args.full
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}
+	span.End(telemetry.CallEnd{Status: r.Status, Code: r.Code, Resource: c.resource, Action: c.action, Upstream: c.upstream, Grant: c.grant})
 	// One line per call for whoever watches the kernel: the same facts
 	// as the record, without what the arguments held.
 	t.s.Log.Info().Str("integration", t.name).Str("executionId", t.execID).Int64("seq", seq).
