@@ -49,7 +49,7 @@ func TestEveryCallIsASpanOfTheKernelsDecision(t *testing.T) {
 	hello := c.hello("cc")
 	c.list()
 	call := c.invokeParams("c1", "files.read", map[string]string{"path": "/public/a.txt"})
-	call.MCP = &kproto.InvokeMCP{RequestID: "41", ProtocolVersion: "2025-11-25", TraceParent: harnessTrace}
+	call.MCP = kproto.InvokeMCP{RequestID: json.RawMessage(`41`), ProtocolVersion: "2025-11-25", TraceParent: harnessTrace}
 	if r := invokeResult(t, c.call(kproto.MethodInvoke, call)); r.Status != kproto.StatusSucceeded {
 		t.Fatalf("read: %+v", r)
 	}
@@ -90,7 +90,7 @@ func TestABrokeredCallPassesItsTraceToTheUpstream(t *testing.T) {
 	c.hello("claude-code")
 	c.list()
 	call := c.invokeParams("c1", "test.echo", map[string]string{"text": "hi"})
-	call.MCP = &kproto.InvokeMCP{TraceParent: harnessTrace}
+	call.MCP = kproto.InvokeMCP{TraceParent: harnessTrace}
 	if r := invokeResult(t, c.call(kproto.MethodInvoke, call)); r.Status != kproto.StatusSucceeded {
 		t.Fatalf("echo: %+v", r)
 	}

@@ -47,6 +47,10 @@ type request struct {
 	modern bool
 	// progressToken is params._meta.progressToken, the request's own copy.
 	progressToken json.RawMessage
+	// traceParent and traceState are params._meta's W3C trace context
+	// (tools/call only), passed to the kernel: its span of the call is a
+	// child of the client's.
+	traceParent, traceState string
 }
 
 // params are the members of a request's params that the shim reads, as
@@ -217,6 +221,9 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 		if req.method == "tools/call" && m.progressToken != nil {
 			req.progressToken = bytes.Clone(m.progressToken)
 		}
+		if req.method == "tools/call" && m.traceParent != nil {
+			req.traceParent, req.traceState = traceString(m.traceParent, maxTraceParent), traceString(m.traceState, maxTraceState)
+		}
 	}
 	return s.handleRequest(ctx, req)
 }
@@ -225,6 +232,7 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 // raw JSON, nil when absent).
 type meta struct {
 	version, caps, epoch, progressToken []byte
+	traceParent, traceState             []byte
 }
 
 func readMeta(raw json.RawMessage) meta {
@@ -241,10 +249,38 @@ func readMeta(raw json.RawMessage) meta {
 			if jsonrpc.ValidID(value) { // a progress token is a string or a number too
 				m.progressToken = value
 			}
+		case "traceparent":
+			m.traceParent = value
+		case "tracestate":
+			m.traceState = value
 		}
 		return nil
 	})
 	return m
+}
+
+// Bounds of the trace context passed on: a W3C traceparent is 55
+// characters in its version 00, a tracestate at most 512.
+const (
+	maxTraceParent = 128
+	maxTraceState  = 512
+	// maxRequestID bounds the request id passed on for the kernel's
+	// jsonrpc.request.id; a longer one is not.
+	maxRequestID = 128
+)
+
+// traceString is a trace context member's value when it is a string of at
+// most max bytes; anything else is not passed on (the call goes on
+// without it).
+func traceString(raw []byte, max int) string {
+	if len(raw) == 0 || raw[0] != '"' || len(raw) > max+2 {
+		return ""
+	}
+	s, err := jsonrpc.DecodeString(raw)
+	if err != nil || len(s) > max {
+		return ""
+	}
+	return s
 }
 
 func parseError() []byte {

@@ -253,7 +253,12 @@ func (s *server) dispatch(ctx context.Context, req *request, p callParams, sl *s
 		go s.escalate(ctx, req, sl, stop, tool, reason, call, err, timeout)
 		return
 	}
-	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: p.args, CatalogHash: s.cat.hash}
+	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: p.args, CatalogHash: s.cat.hash, MCP: kproto.InvokeMCP{
+		ProtocolVersion: s.versionOf(req), TraceParent: req.traceParent, TraceState: req.traceState,
+	}}
+	if len(req.id) <= maxRequestID {
+		ip.MCP.RequestID = req.id
+	}
 	c := &relayCall{s: s, req: req, sl: sl, tool: tool, callID: callID, name: name}
 	s.lockUnlessFetched(fetched)
 	if s.aborted {
@@ -284,6 +289,15 @@ func (s *server) dispatch(ctx context.Context, req *request, p callParams, sl *s
 	if _, err := s.kernel.StartInvokeFunc(ip, deferred, c.answered); err != nil && c.sl.settle() {
 		c.deliver(s.relayFailure(err, name, callID), false)
 	}
+}
+
+// versionOf is the MCP protocol version req was made under: the modern
+// era's, or the one initialize negotiated ("" before it).
+func (s *server) versionOf(req *request) string {
+	if req.modern {
+		return modernVersion
+	}
+	return s.legacyVersion
 }
 
 // lockUnlessFetched takes mu unless dispatch holds it already (for a call

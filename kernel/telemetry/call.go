@@ -162,14 +162,27 @@ func (t *Telemetry) StartCall(ctx context.Context, s CallStart) (context.Context
 		attribute.Int64(AttrSeq, s.Seq),
 		attribute.String(AttrExecutionID, s.ExecutionID),
 	}
-	if m.RequestID != "" {
-		attrs = append(attrs, attribute.String(AttrRequestID, m.RequestID))
+	if id := requestID(m.RequestID); id != "" {
+		attrs = append(attrs, attribute.String(AttrRequestID, id))
 	}
 	if m.ProtocolVersion != "" {
 		attrs = append(attrs, attribute.String(AttrProtocolVersion, m.ProtocolVersion))
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return ctx, &Call{t: t, span: span, start: time.Now(), tool: label, integration: s.Integration}
+}
+
+// requestID is jsonrpc.request.id: the string form of a JSON-RPC id, a
+// string's value or a number's text; "" for null or none.
+func requestID(raw json.RawMessage) string {
+	var s string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return ""
+	case json.Unmarshal(raw, &s) == nil:
+		return s
+	}
+	return string(raw)
 }
 
 // End ends the span with what the call ended as, and records the call in
