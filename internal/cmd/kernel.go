@@ -28,6 +28,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
+	"github.com/sharedos/sharedos-mcp/kernel/telemetry"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -113,7 +114,12 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	if err != nil {
 		return errors.Join(listenHint(err, cfg.Socket), auditLog.Close())
 	}
+	tel, err := startTelemetry(ctx, stdio, cfg, stateDir, log)
+	if err != nil {
+		return errors.Join(err, ln.Close(), auditLog.Close())
+	}
 	srv := &kernel.Server{
+		Telemetry:      tel,
 		Root:           cfg.Root,
 		Grants:         cfg.Grants,
 		AllowUIDs:      cfg.AllowUIDs,
@@ -155,6 +161,14 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 
 	serveErr := srv.Serve(ctx, ln)
 	stopReload()
+	// Every turn has ended: what telemetry holds, and the audit stream's
+	// last lines, go out now, within a bound; what does not is sent by
+	// the next kernel, from the stream's cursor.
+	flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
+	if err := tel.Shutdown(flushCtx); err != nil {
+		log.Warn().Err(err).Msg("telemetry: not everything was exported before the kernel stopped")
+	}
+	cancelFlush()
 	why := "stopped"
 	// A signal's cause says which signal; it also reports itself as
 	// context.Canceled to errors.Is, so it is told apart by identity.
@@ -171,6 +185,50 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 
 // memoryLimit is the kernel's soft memory limit (debug.SetMemoryLimit).
 const memoryLimit = 192 << 20
+
+// telemetryFlush bounds how long a stopping kernel waits for its last
+// telemetry to be exported.
+const telemetryFlush = 5 * time.Second
+
+// startTelemetry starts the export [telemetry] asks for, and says where it
+// goes; nil without the table, or when no endpoint is set, which it warns
+// about. The audit stream keeps its cursor in the state directory.
+func startTelemetry(ctx context.Context, stdio cli.IO, cfg config.Config, stateDir string, log zerolog.Logger) (*telemetry.Telemetry, error) {
+	if cfg.Telemetry == nil {
+		return nil, nil
+	}
+	if cfg.Telemetry.AuditLogs && stateDir == "" {
+		return nil, cli.Hintf(errors.New("[telemetry] audit_logs needs a state directory for its cursor"), "set state_dir in the config")
+	}
+	if cfg.Telemetry.AuditLogs {
+		if _, err := sockpath.MakeDirs(stateDir, func(u uint32) bool { return u == uint32(os.Getuid()) || u == 0 }); err != nil {
+			return nil, cli.Hintf(fmt.Errorf("state directory: %w", err), "state_dir must be a directory of yours that others cannot write")
+		}
+	}
+	tel, err := telemetry.Start(ctx, telemetry.Options{
+		Config: *cfg.Telemetry, Version: buildStamp().version, AuditLog: cfg.AuditLog, StateDir: stateDir, Log: log,
+	})
+	switch {
+	case errors.Is(err, telemetry.ErrNoEndpoint):
+		cli.Warn(stdio.Err, prog, "telemetry: "+err.Error()+"; nothing is exported", "set otlp_endpoint in [telemetry], or OTEL_EXPORTER_OTLP_ENDPOINT")
+		return nil, nil
+	case err != nil:
+		return nil, cli.Hintf(fmt.Errorf("telemetry: %w", err), "fix [telemetry] in %s (docs/telemetry.md)", cfg.File)
+	case tel == nil:
+		fmt.Fprintf(stdio.Err, "%s: telemetry: OTEL_SDK_DISABLED is true; nothing is exported\n", prog)
+		return nil, nil
+	}
+	where := cfg.Telemetry.Endpoint
+	if where == "" {
+		where = "the endpoint OTEL_EXPORTER_OTLP_* names"
+	}
+	what := "traces and metrics"
+	if cfg.Telemetry.AuditLogs {
+		what = "traces, metrics and the audit log"
+	}
+	fmt.Fprintf(stdio.Err, "%s: telemetry: exporting %s to %s\n", prog, what, where)
+	return tel, nil
+}
 
 // reloadOnHangup reads the config again on each SIGHUP until ctx ends or
 // the returned function is called, puts the kernel's flags over it as at

@@ -278,8 +278,8 @@ func (h *handlers) add(variant int, bad bool) {
 type Recorded struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
-	// Meta is the call's params._meta: the trace context a kernel with
-	// telemetry sends, and the progress token.
+	// Meta is the trace context of the call's params._meta (traceparent,
+	// tracestate), when it carried one: a kernel with telemetry sends it.
 	Meta map[string]any `json:"meta,omitempty"`
 }
 
@@ -313,7 +313,16 @@ func recordCalls(f *os.File) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
-				line, _ := json.Marshal(Recorded{Tool: p.Name, Arguments: p.Arguments, Meta: p.Meta})
+				r := Recorded{Tool: p.Name, Arguments: p.Arguments}
+				for _, k := range []string{"traceparent", "tracestate"} {
+					if v, ok := p.Meta[k]; ok {
+						if r.Meta == nil {
+							r.Meta = map[string]any{}
+						}
+						r.Meta[k] = v
+					}
+				}
+				line, _ := json.Marshal(r)
 				mu.Lock()
 				_, _ = f.Write(append(line, '\n'))
 				mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -108,19 +109,21 @@ func parseTelemetry(ft *fileTelemetry) (*Telemetry, error) {
 
 // CheckEndpoint checks an OTLP endpoint: an absolute http or https URL
 // with a host, and no user information (a credential belongs in headers,
-// where it is never shown).
+// where it is never shown). The errors quote no URL that may hold one.
 func CheckEndpoint(s string) error {
+	const want = "want an http:// or https:// URL, e.g. http://127.0.0.1:4318"
+	shown := strconv.Quote(s)
+	if strings.Contains(s, "@") {
+		shown = "the URL"
+	}
 	u, err := url.Parse(s)
 	switch {
-	case err != nil:
-		return fmt.Errorf("not a URL (%v); want an http:// or https:// URL, e.g. http://127.0.0.1:4318", err.(*url.Error).Err)
+	case err != nil || u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%s: %s", shown, want)
 	case u.User != nil:
-		// Not quoted back: it holds a credential.
 		return fmt.Errorf("the URL holds a user or password; put credentials in headers")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%q: want an http:// or https:// URL, e.g. http://127.0.0.1:4318", s)
 	case u.Host == "":
-		return fmt.Errorf("%q names no host", s)
+		return fmt.Errorf("%s names no host", shown)
 	}
 	return nil
 }
