@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help build install test lint fuzz bench bench-relay demo snapshot golden conformance conformance-mcp
+.PHONY: help build install test lint fuzz bench bench-relay demo snapshot golden conformance conformance-mcp otel-backends
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -35,11 +35,21 @@ CLAUDE_NOTE := note: claude is not on PATH, so the real Claude Code tests were s
 	(internal/e2e TestClaudeCodeConnectsThroughTheInstalledEntry, conformance); \
 	.ci/run installs it: npm install -g @anthropic-ai/claude-code@$$(sed -n 's/^claude_code=//p' .ci/run)
 
-test: ## run the tests with the race detector (what CI runs), and the string code again without its assembly; says so when the Claude Code tests were skipped
+# The telemetry end-to-end test skips itself without the Jaeger and
+# Collector binaries; building them takes minutes, so make test never does.
+OTEL_NOTE := note: SHAREDOS_OTEL_BIN is not set, so the telemetry end-to-end test was skipped \
+	(internal/e2e TestTelemetryReachesRealBackends); 'make otel-backends' builds Jaeger and an OpenTelemetry Collector \
+	once (minutes) and prints the directory to export as SHAREDOS_OTEL_BIN; .ci/run does both
+
+test: ## run the tests with the race detector (what CI runs), and the string code again without its assembly; says so when the Claude Code or telemetry backend tests were skipped
 	@echo 'go test -race -count=1 ./...'; go test -race -count=1 ./...; status=$$?; \
 	echo 'go test -race -count=1 -tags purego $(PUREGO_PKGS)'; go test -race -count=1 -tags purego $(PUREGO_PKGS) || status=1; \
 	command -v claude >/dev/null 2>&1 || echo "$(CLAUDE_NOTE)"; \
+	[ -n "$$SHAREDOS_OTEL_BIN" ] || echo "$(OTEL_NOTE)"; \
 	exit $$status
+
+otel-backends: ## build (once, minutes) the Jaeger and OpenTelemetry Collector the telemetry end-to-end test runs; prints the directory for SHAREDOS_OTEL_BIN
+	bash scripts/otel-backends.sh
 
 lint: ## gofmt, go vet and staticcheck
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi

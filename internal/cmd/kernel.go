@@ -114,7 +114,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	if err != nil {
 		return errors.Join(listenHint(err, cfg.Socket), auditLog.Close())
 	}
-	tel, err := startTelemetry(ctx, stdio, cfg, stateDir, log)
+	tel, exporting, err := startTelemetry(ctx, cfg, stateDir, log)
 	if err != nil {
 		return errors.Join(err, ln.Close(), auditLog.Close())
 	}
@@ -146,6 +146,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	} else {
 		fmt.Fprintf(stdio.Err, "%s: config %s\n", prog, cfg.File)
 	}
+	exporting.print(stdio)
 	sum := summarize(cfg)
 	printAllowances(stdio.Err, cfg, sum)
 	printUpstreams(stdio.Err, sum, stateDir)
@@ -190,19 +191,20 @@ const memoryLimit = 192 << 20
 // telemetry to be exported.
 const telemetryFlush = 5 * time.Second
 
-// startTelemetry starts the export [telemetry] asks for, and says where it
-// goes; nil without the table, or when no endpoint is set, which it warns
-// about. The audit stream keeps its cursor in the state directory.
-func startTelemetry(ctx context.Context, stdio cli.IO, cfg config.Config, stateDir string, log zerolog.Logger) (*telemetry.Telemetry, error) {
+// startTelemetry starts the export [telemetry] asks for, and says what it
+// exports where; nil without the table, or when no endpoint is set, which
+// it warns about. The audit stream keeps its cursor in the state
+// directory.
+func startTelemetry(ctx context.Context, cfg config.Config, stateDir string, log zerolog.Logger) (*telemetry.Telemetry, telemetryNote, error) {
 	if cfg.Telemetry == nil {
-		return nil, nil
+		return nil, telemetryNote{}, nil
 	}
 	if cfg.Telemetry.AuditLogs && stateDir == "" {
-		return nil, cli.Hintf(errors.New("[telemetry] audit_logs needs a state directory for its cursor"), "set state_dir in the config")
+		return nil, telemetryNote{}, cli.Hintf(errors.New("[telemetry] audit_logs needs a state directory for its cursor"), "set state_dir in the config")
 	}
 	if cfg.Telemetry.AuditLogs {
 		if _, err := sockpath.MakeDirs(stateDir, func(u uint32) bool { return u == uint32(os.Getuid()) || u == 0 }); err != nil {
-			return nil, cli.Hintf(fmt.Errorf("state directory: %w", err), "state_dir must be a directory of yours that others cannot write")
+			return nil, telemetryNote{}, cli.Hintf(fmt.Errorf("state directory: %w", err), "state_dir must be a directory of yours that others cannot write")
 		}
 	}
 	tel, err := telemetry.Start(ctx, telemetry.Options{
@@ -210,13 +212,11 @@ func startTelemetry(ctx context.Context, stdio cli.IO, cfg config.Config, stateD
 	})
 	switch {
 	case errors.Is(err, telemetry.ErrNoEndpoint):
-		cli.Warn(stdio.Err, prog, "telemetry: "+err.Error()+"; nothing is exported", "set otlp_endpoint in [telemetry], or OTEL_EXPORTER_OTLP_ENDPOINT")
-		return nil, nil
+		return nil, telemetryNote{text: err.Error() + "; nothing is exported", hint: "set otlp_endpoint in [telemetry], or OTEL_EXPORTER_OTLP_ENDPOINT"}, nil
 	case err != nil:
-		return nil, cli.Hintf(fmt.Errorf("telemetry: %w", err), "fix [telemetry] in %s (docs/telemetry.md)", cfg.File)
+		return nil, telemetryNote{}, cli.Hintf(fmt.Errorf("telemetry: %w", err), "fix [telemetry] in %s (docs/telemetry.md)", cfg.File)
 	case tel == nil:
-		fmt.Fprintf(stdio.Err, "%s: telemetry: OTEL_SDK_DISABLED is true; nothing is exported\n", prog)
-		return nil, nil
+		return nil, telemetryNote{text: "OTEL_SDK_DISABLED is true; nothing is exported"}, nil
 	}
 	where := cfg.Telemetry.Endpoint
 	if where == "" {
@@ -226,8 +226,20 @@ func startTelemetry(ctx context.Context, stdio cli.IO, cfg config.Config, stateD
 	if cfg.Telemetry.AuditLogs {
 		what = "traces, metrics and the audit log"
 	}
-	fmt.Fprintf(stdio.Err, "%s: telemetry: exporting %s to %s\n", prog, what, where)
-	return tel, nil
+	return tel, telemetryNote{text: "exporting " + what + " to " + where}, nil
+}
+
+// telemetryNote is what the kernel says of its telemetry when it starts:
+// a warning when it has a hint.
+type telemetryNote struct{ text, hint string }
+
+func (n telemetryNote) print(stdio cli.IO) {
+	switch {
+	case n.hint != "":
+		cli.Warn(stdio.Err, prog, "telemetry: "+n.text, n.hint)
+	case n.text != "":
+		fmt.Fprintf(stdio.Err, "%s: telemetry: %s\n", prog, n.text)
+	}
 }
 
 // reloadOnHangup reads the config again on each SIGHUP until ctx ends or
