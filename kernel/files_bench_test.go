@@ -26,7 +26,10 @@ type benchTurn struct {
 	root string
 }
 
-func startBenchTurn(b *testing.B) *benchTurn {
+// startBenchTurn starts a kernel and opens a turn with it; opts change the
+// Server before it serves (its Config names the audit log and StateDir is
+// a directory of its own).
+func startBenchTurn(b *testing.B, opts ...func(*Server)) *benchTurn {
 	b.Helper()
 	base := b.TempDir()
 	root := filepath.Join(base, "root")
@@ -45,14 +48,22 @@ func startBenchTurn(b *testing.B) *benchTurn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	audit, err := audit.Open(filepath.Join(base, "audit.jsonl"))
+	auditPath, state := filepath.Join(base, "audit.jsonl"), filepath.Join(base, "state")
+	audit, err := audit.Open(auditPath)
 	if err != nil {
 		b.Fatal(err)
 	}
+	if err := os.Mkdir(state, 0o700); err != nil {
+		b.Fatal(err)
+	}
 	r, _ := policy.ParseResource("files:/docs")
-	srv := &Server{Root: root, Audit: audit, Log: zerolog.Nop(), Grants: []policy.Grant{{
+	srv := &Server{Root: root, Audit: audit, Log: zerolog.Nop(), StateDir: state, Grants: []policy.Grant{{
 		Subject: policy.SubjectWildcard, Resource: r, Descendants: true, Actions: []string{"read", "write"},
 	}}}
+	srv.Config.AuditLog = auditPath
+	for _, o := range opts {
+		o(srv)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()

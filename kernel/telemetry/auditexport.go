@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,8 +96,9 @@ type auditStream struct {
 
 func newAuditStream(o auditStreamOptions) *auditStream {
 	coll := &collectProcessor{}
+	// An event's fields are unique keys already: the SDK need not check.
 	lp := sdklog.NewLoggerProvider(sdklog.WithResource(o.resource), sdklog.WithProcessor(coll),
-		sdklog.WithAttributeCountLimit(-1), sdklog.WithAttributeValueLengthLimit(-1))
+		sdklog.WithAttributeCountLimit(-1), sdklog.WithAttributeValueLengthLimit(-1), sdklog.WithAllowKeyDuplication())
 	ctx, cancel := context.WithCancel(context.Background())
 	return &auditStream{
 		o: o, coll: coll, lp: lp,
@@ -408,32 +411,96 @@ func record(l line) otellog.Record {
 	attrs := []attribute.KeyValue{attribute.String(audit.AttrHash, l.hash)}
 	if l.bytes != nil {
 		r.SetBody(attribute.StringValue(string(l.bytes)))
-		var head struct {
-			Event string `json:"event"`
-			Time  string `json:"time"`
-		}
-		if json.Unmarshal(l.bytes, &head) == nil && head.Event != "" {
-			r.SetEventName(head.Event)
-			if t, err := time.Parse(time.RFC3339Nano, head.Time); err == nil {
+		var e audit.Event
+		if json.Unmarshal(l.bytes, &e) == nil && e.Event != "" {
+			r.SetEventName(e.Event)
+			if t, err := time.Parse(time.RFC3339Nano, e.Time); err == nil {
 				r.SetTimestamp(t)
 			}
-			attrs = append(attrs, fieldAttributes(l.bytes)...)
+			attrs = appendFields(attrs, &e)
 		}
 	}
 	r.AddAttributes(attrs...)
 	return r
 }
 
-// fieldAttributes are an event's fields, in their order, as attributes:
-// objects as maps, arrays as slices.
-func fieldAttributes(line []byte) []attribute.KeyValue {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.UseNumber()
-	v, err := decodeValue(dec)
-	if err != nil || v.Type() != attribute.MAP {
-		return nil
+// eventField is one field of audit.Event as an attribute: its JSON name,
+// and whether the line leaves it out when it is zero.
+type eventField struct {
+	index     int
+	name      string
+	omitempty bool
+}
+
+// eventFields lists audit.Event's fields once, from their json tags: a
+// field added to the event is exported without anyone remembering to.
+var eventFields = func() []eventField {
+	var out []eventField
+	t := reflect.TypeFor[audit.Event]()
+	for i := range t.NumField() {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		out = append(out, eventField{index: i, name: name, omitempty: strings.Contains(opts, "omit")})
 	}
-	return v.AsMap()
+	return out
+}()
+
+// appendFields appends e's fields as attributes, as its line holds them:
+// the ones the line leaves out when empty are left out here too.
+func appendFields(attrs []attribute.KeyValue, e *audit.Event) []attribute.KeyValue {
+	v := reflect.ValueOf(e).Elem()
+	for _, f := range eventFields {
+		fv := v.Field(f.index)
+		if f.omitempty && fv.IsZero() {
+			continue
+		}
+		if val, ok := attributeValue(fv); ok {
+			attrs = append(attrs, attribute.KeyValue{Key: attribute.Key(f.name), Value: val})
+		}
+	}
+	return attrs
+}
+
+// attributeValue is a field's value as an attribute's.
+func attributeValue(v reflect.Value) (attribute.Value, bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return attribute.Value{}, false
+		}
+		return attributeValue(v.Elem())
+	case reflect.String:
+		return attribute.StringValue(v.String()), true
+	case reflect.Int, reflect.Int64:
+		return attribute.Int64Value(v.Int()), true
+	case reflect.Uint32:
+		return attribute.Int64Value(int64(v.Uint())), true
+	case reflect.Bool:
+		return attribute.BoolValue(v.Bool()), true
+	case reflect.Slice:
+		switch raw := v.Interface().(type) {
+		case []string:
+			return attribute.StringSliceValue(raw), true
+		case json.RawMessage:
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber()
+			val, err := decodeValue(dec)
+			return val, err == nil
+		}
+	case reflect.Struct:
+		var kvs []attribute.KeyValue
+		t := v.Type()
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if val, ok := attributeValue(v.Field(i)); ok && name != "" {
+				kvs = append(kvs, attribute.KeyValue{Key: attribute.Key(name), Value: val})
+			}
+		}
+		return attribute.MapValue(kvs...), true
+	}
+	return attribute.Value{}, false
 }
 
 // decodeValue reads the next JSON value from dec as an attribute value,

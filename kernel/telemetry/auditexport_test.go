@@ -203,7 +203,7 @@ func TestAnAuditRecordCarriesTheLine(t *testing.T) {
 		t.Errorf("hash %v, prev %v", got[audit.AttrHash], got["prev"])
 	}
 	if got["callId"].AsString() != "c2" || got["seq"].AsInt64() != 2 || got["event"].AsString() != audit.EventToolInvoked ||
-		got["peer"].Type() != attribute.MAP || got["changed"].Type() != attribute.SLICE {
+		got["peer"].Type() != attribute.MAP || got["changed"].Type() != attribute.STRINGSLICE {
 		t.Errorf("fields: %v", got)
 	}
 	res := map[string]string{}
