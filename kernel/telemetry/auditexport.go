@@ -11,8 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 )
 
@@ -403,153 +403,100 @@ func (s *auditStream) followRotation() (bool, error) {
 	return true, nil
 }
 
-// record is the log record of one audit line.
+// record is the log record of one audit line: the line its body, and, for
+// an event, its fields the attributes.
 func record(l line) otellog.Record {
 	var r otellog.Record
 	r.SetObservedTimestamp(time.Now())
 	r.SetSeverity(otellog.SeverityInfo)
-	attrs := []attribute.KeyValue{attribute.String(audit.AttrHash, l.hash)}
+	attrs := make([]attribute.KeyValue, 1, 24)
+	attrs[0] = attribute.String(audit.AttrHash, l.hash)
 	if l.bytes != nil {
 		r.SetBody(attribute.StringValue(string(l.bytes)))
-		var e audit.Event
-		if json.Unmarshal(l.bytes, &e) == nil && e.Event != "" {
-			r.SetEventName(e.Event)
-			if t, err := time.Parse(time.RFC3339Nano, e.Time); err == nil {
-				r.SetTimestamp(t)
+		if fields, ok := eventFields(attrs, l.bytes); ok {
+			attrs = fields
+			for _, kv := range fields {
+				switch kv.Key {
+				case "event":
+					r.SetEventName(kv.Value.AsString())
+				case "time":
+					if t, err := time.Parse(time.RFC3339Nano, kv.Value.AsString()); err == nil {
+						r.SetTimestamp(t)
+					}
+				}
 			}
-			attrs = appendFields(attrs, &e)
 		}
 	}
 	r.AddAttributes(attrs...)
 	return r
 }
 
-// eventField is one field of audit.Event as an attribute: its JSON name,
-// and whether the line leaves it out when it is zero.
-type eventField struct {
-	index     int
-	name      string
-	omitempty bool
+// eventFields appends the members of the audit line, a JSON object with
+// an event, as attributes in their order: what a line holds is exported
+// as it is, a field added to the events tomorrow included. ok is false
+// for a line that is not an event (one a crash cut short).
+func eventFields(attrs []attribute.KeyValue, line []byte) ([]attribute.KeyValue, bool) {
+	n := len(attrs)
+	event := false
+	err := jsonrpc.EachMember(line, func(key, value []byte) error {
+		name := string(jsonrpc.KeyName(key))
+		v, ok := jsonValue(value)
+		if ok {
+			attrs = append(attrs, attribute.KeyValue{Key: attribute.Key(name), Value: v})
+			event = event || name == "event" && v.AsString() != ""
+		}
+		return nil
+	})
+	if err != nil || !event {
+		return attrs[:n], false
+	}
+	return attrs, true
 }
 
-// eventFields lists audit.Event's fields once, from their json tags: a
-// field added to the event is exported without anyone remembering to.
-var eventFields = func() []eventField {
-	var out []eventField
-	t := reflect.TypeFor[audit.Event]()
-	for i := range t.NumField() {
-		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		out = append(out, eventField{index: i, name: name, omitempty: strings.Contains(opts, "omit")})
-	}
-	return out
-}()
-
-// appendFields appends e's fields as attributes, as its line holds them:
-// the ones the line leaves out when empty are left out here too.
-func appendFields(attrs []attribute.KeyValue, e *audit.Event) []attribute.KeyValue {
-	v := reflect.ValueOf(e).Elem()
-	for _, f := range eventFields {
-		fv := v.Field(f.index)
-		if f.omitempty && fv.IsZero() {
-			continue
-		}
-		if val, ok := attributeValue(fv); ok {
-			attrs = append(attrs, attribute.KeyValue{Key: attribute.Key(f.name), Value: val})
-		}
-	}
-	return attrs
-}
-
-// attributeValue is a field's value as an attribute's.
-func attributeValue(v reflect.Value) (attribute.Value, bool) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if v.IsNil() {
-			return attribute.Value{}, false
-		}
-		return attributeValue(v.Elem())
-	case reflect.String:
-		return attribute.StringValue(v.String()), true
-	case reflect.Int, reflect.Int64:
-		return attribute.Int64Value(v.Int()), true
-	case reflect.Uint32:
-		return attribute.Int64Value(int64(v.Uint())), true
-	case reflect.Bool:
-		return attribute.BoolValue(v.Bool()), true
-	case reflect.Slice:
-		switch raw := v.Interface().(type) {
-		case []string:
-			return attribute.StringSliceValue(raw), true
-		case json.RawMessage:
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.UseNumber()
-			val, err := decodeValue(dec)
-			return val, err == nil
-		}
-	case reflect.Struct:
+// jsonValue is a JSON value, checked by the walk that handed it out, as an
+// attribute's: objects as maps, arrays as slices; false for null.
+func jsonValue(raw []byte) (attribute.Value, bool) {
+	switch raw[0] {
+	case '{':
 		var kvs []attribute.KeyValue
-		t := v.Type()
-		for i := range t.NumField() {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-			if val, ok := attributeValue(v.Field(i)); ok && name != "" {
-				kvs = append(kvs, attribute.KeyValue{Key: attribute.Key(name), Value: val})
+		_ = jsonrpc.EachMember(raw, func(key, value []byte) error {
+			if v, ok := jsonValue(value); ok {
+				kvs = append(kvs, attribute.KeyValue{Key: attribute.Key(jsonrpc.KeyName(key)), Value: v})
 			}
-		}
+			return nil
+		})
 		return attribute.MapValue(kvs...), true
-	}
-	return attribute.Value{}, false
-}
-
-// decodeValue reads the next JSON value from dec as an attribute value,
-// keeping an object's members in order.
-func decodeValue(dec *json.Decoder) (attribute.Value, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return attribute.Value{}, err
-	}
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '{' {
-			var kvs []attribute.KeyValue
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return attribute.Value{}, err
-				}
-				val, err := decodeValue(dec)
-				if err != nil {
-					return attribute.Value{}, err
-				}
-				kvs = append(kvs, attribute.KeyValue{Key: attribute.Key(k.(string)), Value: val})
-			}
-			_, err := dec.Token()
-			return attribute.MapValue(kvs...), err
-		}
+	case '[':
 		var vals []attribute.Value
-		for dec.More() {
-			val, err := decodeValue(dec)
-			if err != nil {
-				return attribute.Value{}, err
+		strs := true
+		_ = jsonrpc.EachElement(raw, func(elem []byte) error {
+			if v, ok := jsonValue(elem); ok {
+				vals = append(vals, v)
+				strs = strs && v.Type() == attribute.STRING
 			}
-			vals = append(vals, val)
+			return nil
+		})
+		if strs {
+			ss := make([]string, len(vals))
+			for i, v := range vals {
+				ss[i] = v.AsString()
+			}
+			return attribute.StringSliceValue(ss), true
 		}
-		_, err := dec.Token()
-		return attribute.SliceValue(vals...), err
-	case string:
-		return attribute.StringValue(v), nil
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return attribute.Int64Value(i), nil
-		}
-		f, _ := v.Float64()
-		return attribute.Float64Value(f), nil
-	case bool:
-		return attribute.BoolValue(v), nil
+		return attribute.SliceValue(vals...), true
+	case '"':
+		s, err := jsonrpc.DecodeString(raw)
+		return attribute.StringValue(s), err == nil
+	case 't', 'f':
+		return attribute.BoolValue(raw[0] == 't'), true
+	case 'n':
+		return attribute.Value{}, false
 	}
-	return attribute.Value{}, nil // null
+	if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return attribute.Int64Value(i), true
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	return attribute.Float64Value(f), err == nil
 }
 
 func hashHex(b []byte) string {

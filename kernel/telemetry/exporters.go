@@ -72,6 +72,8 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
 	}
+	// Headers the config names; without any, an exporter reads
+	// OTEL_EXPORTER_OTLP_HEADERS, which an empty WithHeaders would hide.
 	headers := map[string]string{}
 	for name, v := range o.Config.Headers {
 		if o.ExpandHeader != nil {
@@ -92,13 +94,19 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 	if ok {
 		found = true
 		if t.protocol == config.ProtocolGRPC {
-			opts := []otlptracegrpc.Option{otlptracegrpc.WithHeaders(headers)}
+			var opts []otlptracegrpc.Option
+			if len(headers) > 0 {
+				opts = append(opts, otlptracegrpc.WithHeaders(headers))
+			}
 			if t.url != "" {
 				opts = append(opts, otlptracegrpc.WithEndpointURL(t.url))
 			}
 			p.Spans, err = otlptracegrpc.New(ctx, opts...)
 		} else {
-			opts := []otlptracehttp.Option{otlptracehttp.WithHeaders(headers)}
+			var opts []otlptracehttp.Option
+			if len(headers) > 0 {
+				opts = append(opts, otlptracehttp.WithHeaders(headers))
+			}
 			if t.url != "" {
 				opts = append(opts, otlptracehttp.WithEndpointURL(t.url))
 			}
@@ -115,13 +123,19 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 		found = true
 		var exp sdkmetric.Exporter
 		if t.protocol == config.ProtocolGRPC {
-			opts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithHeaders(headers)}
+			var opts []otlpmetricgrpc.Option
+			if len(headers) > 0 {
+				opts = append(opts, otlpmetricgrpc.WithHeaders(headers))
+			}
 			if t.url != "" {
 				opts = append(opts, otlpmetricgrpc.WithEndpointURL(t.url))
 			}
 			exp, err = otlpmetricgrpc.New(ctx, opts...)
 		} else {
-			opts := []otlpmetrichttp.Option{otlpmetrichttp.WithHeaders(headers)}
+			var opts []otlpmetrichttp.Option
+			if len(headers) > 0 {
+				opts = append(opts, otlpmetrichttp.WithHeaders(headers))
+			}
 			if t.url != "" {
 				opts = append(opts, otlpmetrichttp.WithEndpointURL(t.url))
 			}
@@ -142,13 +156,19 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 			// exporter that retried too would hold a batch it has given up
 			// on.
 			if t.protocol == config.ProtocolGRPC {
-				opts := []otlploggrpc.Option{otlploggrpc.WithHeaders(headers), otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false})}
+				opts := []otlploggrpc.Option{otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false})}
+				if len(headers) > 0 {
+					opts = append(opts, otlploggrpc.WithHeaders(headers))
+				}
 				if t.url != "" {
 					opts = append(opts, otlploggrpc.WithEndpointURL(t.url))
 				}
 				p.AuditLogs, err = otlploggrpc.New(ctx, opts...)
 			} else {
-				opts := []otlploghttp.Option{otlploghttp.WithHeaders(headers), otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false})}
+				opts := []otlploghttp.Option{otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false})}
+				if len(headers) > 0 {
+					opts = append(opts, otlploghttp.WithHeaders(headers))
+				}
 				if t.url != "" {
 					opts = append(opts, otlploghttp.WithEndpointURL(t.url))
 				}
