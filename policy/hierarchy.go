@@ -52,19 +52,25 @@ const (
 )
 
 func (e *HierarchyError) Error() string {
+	return fmt.Sprintf("integration %q: %s", e.Name, e.Reason())
+}
+
+// Reason is the error without the name it is about, for a message that
+// names the declaration already.
+func (e *HierarchyError) Reason() string {
 	switch e.Kind {
 	case HierarchyInvalidName:
-		return fmt.Sprintf("integration %q: not a valid integration name (1-64 letters, digits, spaces, '-', '_' or '.')", e.Name)
+		return "not a valid integration name (1-64 letters, digits, spaces, '-', '_' or '.')"
 	case HierarchyDuplicate:
-		return fmt.Sprintf("integration %q is declared twice", e.Name)
+		return "declared twice"
 	case HierarchyUnknownParent:
-		return fmt.Sprintf("integration %q: parent %q is neither an [[integration]] nor the subject of any grant, so the child could never be allowed anything", e.Name, e.Parent)
+		return fmt.Sprintf("parent %q is neither an [[integration]] nor the subject of any grant, so the child could never be allowed anything", e.Parent)
 	case HierarchyCycle:
-		return fmt.Sprintf("integration %q: its parents lead back to it (%s), so none of them has a root", e.Name, arrows(e.Chain))
+		return fmt.Sprintf("its parents lead back to it (%s), so none of them has a root", arrows(e.Chain))
 	case HierarchyTooDeep:
-		return fmt.Sprintf("integration %q is nested %d deep (%s); children may nest at most %d deep", e.Name, len(e.Chain)-1, arrows(e.Chain), MaxDepth)
+		return fmt.Sprintf("nested %d deep (%s); children may nest at most %d deep", len(e.Chain)-1, arrows(e.Chain), MaxDepth)
 	}
-	return fmt.Sprintf("integration %q: %s", e.Name, e.Kind)
+	return string(e.Kind)
 }
 
 func arrows(names []string) string {
