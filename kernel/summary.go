@@ -112,7 +112,7 @@ func Summarize(c config.Config, now time.Time) config.Summary {
 // for a grant on u:/ and below, the one it names for a grant on u:/name.
 // inNamespace describes the configured tools for a message.
 func brokeredAllowances(u *upstream.Spec, g policy.Grant, i int, integration string, now time.Time, used map[string]bool) (rows []config.Allowance, inNamespace []string) {
-	one := []policy.Grant{g}
+	one := &policy.Rules{Grants: []policy.Grant{g}}
 	row := func(tool, action string) config.Allowance {
 		used[action] = true
 		return config.Allowance{Tool: u.Name + "." + tool, Action: action, Resource: g.Resource, Descendants: g.Descendants, Expires: g.Expires, Grant: i}
@@ -125,7 +125,7 @@ func brokeredAllowances(u *upstream.Spec, g policy.Grant, i int, integration str
 		}
 	}
 	inNamespace = append(inNamespace, fmt.Sprintf("%s.%s (every other tool: call on %s:/<tool>, known once it runs)", u.Name, config.AnyTool, u.Name))
-	if !policy.Discoverable(one, integration, g.Resource, policy.ActionCall, now) {
+	if !one.Discoverable(integration, policy.Scope{Resource: g.Resource, Below: true}, policy.ActionCall, now) {
 		return rows, inNamespace
 	}
 	p := g.Resource.Path
@@ -160,7 +160,7 @@ func toolGrants(c config.Config, integration, ns, template, action string, now t
 	}
 	var out []int
 	for i, g := range c.Grants {
-		if brokeredDiscoverable([]policy.Grant{g}, integration, ns, r, action, now) {
+		if brokeredDiscoverable(&policy.Rules{Grants: []policy.Grant{g}}, integration, ns, r, action, now) {
 			out = append(out, i)
 		}
 	}

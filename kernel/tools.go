@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/clip"
@@ -57,8 +58,10 @@ type outcome struct {
 	content json.RawMessage // when set, the content blocks as they are (a brokered result)
 	acted   bool            // the call changed something (a file written, a turn escalated)
 	// retryable says the same call may succeed later (a brokered call
-	// that timed out, an upstream restarting).
-	retryable bool
+	// that timed out, an upstream restarting, a limit whose window ends);
+	// retryAfter, when set, says after how long.
+	retryable  bool
+	retryAfter time.Duration
 }
 
 func succeeded(output any, text string) outcome {

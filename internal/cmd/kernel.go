@@ -96,7 +96,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 
 	stateDir, err := cfg.StateDirOrDefault(os.Getenv)
-	if err != nil && len(cfg.Upstreams) > 0 {
+	if err != nil && (len(cfg.Upstreams) > 0 || hasLimits(cfg)) {
 		return cli.Hintf(fmt.Errorf("state directory: %w", err), "set state_dir in the config")
 	}
 
@@ -116,7 +116,9 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	srv := &kernel.Server{
 		Root:           cfg.Root,
 		Grants:         cfg.Grants,
+		Integrations:   cfg.Hierarchy,
 		AllowUIDs:      cfg.AllowUIDs,
+		OperatorUIDs:   cfg.OperatorUIDs,
 		AllowHardLinks: cfg.AllowHardLinks,
 		Upstreams:      cfg.Upstreams,
 		StateDir:       stateDir,
@@ -163,10 +165,20 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	log.Info().Str("reason", why).Msg("kernel stopped")
 	fmt.Fprintf(stdio.Err, "%s: kernel stopped (%s); the socket %s is removed\n", prog, why, cfg.Socket)
+	var be *kernel.BudgetsError
+	if errors.As(serveErr, &be) {
+		return errors.Join(cli.Hintf(serveErr, "the kernel keeps its grants' limit counts in %s: make it yours and writable by you alone (chmod 600), or move it aside, which forgets the counts", be.Path), auditLog.Close())
+	}
 	if err := errors.Join(serveErr, auditLog.Close()); err != nil {
 		return cli.Hintf(err, "check the audit log's disk; the kernel refused calls while it could not record them")
 	}
 	return nil
+}
+
+// hasLimits reports whether a grant of cfg has a limit, whose counts the
+// kernel keeps in its state directory.
+func hasLimits(cfg config.Config) bool {
+	return slices.ContainsFunc(cfg.Grants, func(g policy.Grant) bool { return !g.Limit.IsZero() })
 }
 
 // memoryLimit is the kernel's soft memory limit (debug.SetMemoryLimit).
