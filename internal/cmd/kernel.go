@@ -44,9 +44,11 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			return runKernelService(stdio, args[1:])
 		case "approve":
 			return runKernelApprove(stdio, args[1:])
+		case "explain":
+			return runKernelExplain(ctx, stdio, args[1:])
 		}
 	}
-	fs := newFlagSet(stdio, "kernel", "[check|init|approve|service] [flags]",
+	fs := newFlagSet(stdio, "kernel", "[check|init|approve|explain|service] [flags]",
 		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\n"+
 			"confined to a root directory and brokers the stdio MCP servers its config names ([[upstream]]),\n"+
 			"authorizes every call against the grants in its config, and appends every turn and call to an\n"+
@@ -56,6 +58,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			"  kernel check [--config FILE]   validate a config and show what it allows, without starting\n"+
 			"  kernel init [--config FILE] [--root DIR]   write a commented starter config\n"+
 			"  kernel approve UPSTREAM [TOOL] [--config FILE]   pin a brokered tool's changed definition\n"+
+			"  kernel explain --integration NAME TOOL [ARGUMENTS-JSON]   how the kernel would decide a call, and why\n"+
 			"  kernel service install|uninstall|status   run the kernel as a service of this user\n\n"+
 			"SIGHUP reloads the config: new grants, allow_uids and allow_hard_links take effect at once,\n"+
 			"in open turns too, and new turns see the [[upstream]] servers as now configured (added ones\n"+
@@ -73,7 +76,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("the kernel's subcommands are check, init, approve and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the kernel's subcommands are check, init, approve, explain and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg, err := loadKernelConfig(*configFile, *root)
