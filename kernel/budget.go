@@ -313,3 +313,31 @@ func writeFileAtomic(path string, v any, sync bool) error {
 	}
 	return err
 }
+
+// BudgetCount is one budget's count in its current window, as the kernel
+// last saved it: the grant (policy.Grant.Key) and the integration it is
+// counted for.
+type BudgetCount struct {
+	Grant, Integration string
+	Count              int
+	Ends               time.Time
+}
+
+// ReadBudgets reads the counts the kernel keeps in stateDir whose window
+// is still running at now. A running kernel saves them at each charge,
+// so they are its counts. With no budgets file (no kernel has counted
+// anything there) the error wraps fs.ErrNotExist.
+func ReadBudgets(stateDir string, now time.Time) ([]BudgetCount, error) {
+	if _, err := os.Stat(filepath.Join(stateDir, BudgetsFile)); err != nil {
+		return nil, err
+	}
+	b, err := openBudgets(stateDir, zerolog.Nop(), now)
+	if err != nil {
+		return nil, err
+	}
+	var out []BudgetCount
+	for k, w := range b.win {
+		out = append(out, BudgetCount{Grant: k.grant, Integration: k.integration, Count: w.count, Ends: w.end})
+	}
+	return out, nil
+}

@@ -381,13 +381,26 @@ type Scope struct {
 	Below    bool
 }
 
+// Within reports whether every resource of s is also one of o.
+func (s Scope) Within(o Scope) bool {
+	return s.Resource.Namespace == o.Resource.Namespace && o.covers(s.Resource.Path) && (!s.Below || o.Below)
+}
+
+// String is the scope as people read it: "files:/src and below".
+func (s Scope) String() string {
+	if s.Below {
+		return s.Resource.String() + " and below"
+	}
+	return s.Resource.String()
+}
+
 func (s Scope) covers(p string) bool {
 	return s.Resource.Path == p || s.Below && under(p, s.Resource.Path)
 }
 
-// intersect is the part of the resources two scopes share, a scope again
+// Intersect is the part of the resources two scopes share, a scope again
 // (on a tree, two subtrees meet only where one holds the other).
-func (s Scope) intersect(o Scope) (Scope, bool) {
+func (s Scope) Intersect(o Scope) (Scope, bool) {
 	if s.Resource.Namespace != o.Resource.Namespace {
 		return Scope{}, false
 	}
@@ -418,7 +431,7 @@ func (r *Rules) Discoverable(integration string, scope Scope, action string, t t
 			}
 			gs := Scope{Resource: g.Resource, Below: g.Descendants}
 			for _, x := range regions {
-				if y, ok := x.intersect(gs); ok && !slices.Contains(next, y) {
+				if y, ok := x.Intersect(gs); ok && !slices.Contains(next, y) {
 					next = append(next, y)
 				}
 			}
@@ -429,4 +442,41 @@ func (r *Rules) Discoverable(integration string, scope Scope, action string, t t
 		regions = next
 	}
 	return true
+}
+
+// Narrowed is a part of a scope that every one of some levels may be
+// allowed an action on: the part, and the grant of each level whose
+// scope holds it.
+type Narrowed struct {
+	Scope  Scope
+	Grants []int // index in Rules.Grants, one per level, in order
+}
+
+// Narrow returns the parts of scope on which each of levels, in turn,
+// has a live grant giving action at t: what a child's grant on scope
+// allows in effect, given its ancestors as levels. Each part lies within
+// the grant named for each level (Scope.Within), which is the proof that
+// every level may do whatever the part allows. Empty: some level may do
+// none of it.
+func (r *Rules) Narrow(levels []string, scope Scope, action string, t time.Time) []Narrowed {
+	parts := []Narrowed{{Scope: scope}}
+	for _, name := range levels {
+		var next []Narrowed
+		for _, p := range parts {
+			for i, g := range r.Grants {
+				if !g.matchesSubject(name) || !g.hasAction(action) || !g.live(t) {
+					continue
+				}
+				x, ok := p.Scope.Intersect(Scope{Resource: g.Resource, Below: g.Descendants})
+				if ok && !slices.ContainsFunc(next, func(n Narrowed) bool { return n.Scope == x }) {
+					next = append(next, Narrowed{Scope: x, Grants: append(slices.Clip(p.Grants), i)})
+				}
+			}
+		}
+		if len(next) == 0 {
+			return nil
+		}
+		parts = next
+	}
+	return parts
 }
