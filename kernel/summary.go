@@ -177,17 +177,26 @@ func summarizeChildren(c config.Config, s *config.Summary, tools []*tool, now ti
 			}
 			own, _ := grantAllowances(c, tools, g, i, d.Name, now)
 			survived, lacking := 0, ""
+			kept := map[string]bool{}   // actions with a row that survived
+			lost := map[string]string{} // actions with none: the ancestor lacking them
 			for _, a := range own {
 				scope, ok := rowScope(c, tools, a).Intersect(policy.Scope{Resource: g.Resource, Below: g.Descendants})
 				if !ok {
 					continue
 				}
 				parts := rules.Narrow(chain[1:], scope, a.Action, now)
-				if len(parts) == 0 && lacking == "" {
-					lacking = firstLacking(&rules, chain[1:], scope, a.Action, now)
+				if len(parts) == 0 {
+					l := firstLacking(&rules, chain[1:], scope, a.Action, now)
+					if lacking == "" {
+						lacking = l
+					}
+					if _, ok := lost[a.Action]; !ok {
+						lost[a.Action] = l
+					}
 				}
 				for _, p := range parts {
 					survived++
+					kept[a.Action] = true
 					row := config.EffectiveRow{Tool: a.Tool, Action: a.Action, Scope: p.Scope, Expires: g.Expires, Grants: append([]int{i}, p.Grants...), Ask: g.Ask}
 					for li, gi := range p.Grants {
 						ag := c.Grants[gi]
@@ -208,10 +217,20 @@ func summarizeChildren(c config.Config, s *config.Summary, tools []*tool, now ti
 					cs.Rows = append(cs.Rows, row)
 				}
 			}
-			if len(own) > 0 && survived == 0 && g.Subject != policy.SubjectWildcard {
+			if g.Subject == policy.SubjectWildcard {
+				continue
+			}
+			if len(own) > 0 && survived == 0 {
 				s.Problems = append(s.Problems, config.Finding{Where: c.GrantRef(i), Msg: fmt.Sprintf(
 					"gives %s %s on %s, which its ancestor %s may never be allowed (no live grant of %s reaches it), so it can never match",
 					g.Subject, strings.Join(g.Actions, ", "), scopeText(g), lacking, lacking)})
+				continue
+			}
+			for _, a := range g.Actions {
+				if l, ok := lost[a]; ok && !kept[a] {
+					s.Warnings = append(s.Warnings, config.Finding{Where: c.GrantRef(i), Msg: fmt.Sprintf(
+						"gives %s %s on %s, which its ancestor %s may never be allowed; the grant's other actions stand", g.Subject, a, scopeText(g), l)})
+				}
 			}
 		}
 		sort.SliceStable(cs.Rows, func(a, b int) bool { return cs.Rows[a].Tool < cs.Rows[b].Tool })
