@@ -11,7 +11,8 @@ import (
 
 // deepseekFormat is DeepSeek Harness's cordis.patch.yml: a YAML sequence
 // of patch rows. Ours is an `- insert:` row that adds the
-// @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos — never a bare
+// @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos (a further
+// entry's, mcp-sharedos-NAME) — never a bare
 // `- id:` row, which would patch an existing plugin instead of adding
 // one. Our row is replaced, appended or cut as a block of lines; the
 // user's rows are never re-serialised. yaml.v3 parses the file before
@@ -19,22 +20,22 @@ import (
 // back as the row we meant).
 type deepseekFormat struct{}
 
-const (
-	deepseekID     = "mcp-sharedos"
-	deepseekPlugin = "@deepseek-ai/dsh-mcp-client"
-)
+const deepseekPlugin = "@deepseek-ai/dsh-mcp-client"
 
-func deepseekRow(e Entry, indent string) string {
+// deepseekID is the plugin id of the entry named name.
+func deepseekID(name string) string { return "mcp-" + name }
+
+func deepseekRow(name string, e Entry, indent string) string {
 	args := make([]string, len(e.Args))
 	for i, a := range e.Args {
 		args[i] = yamlString(a)
 	}
 	lines := []string{
 		"- insert:",
-		"    id: " + deepseekID,
+		"    id: " + deepseekID(name),
 		"    name: '" + deepseekPlugin + "'",
 		"    config:",
-		"      serverName: " + ServerName,
+		"      serverName: " + name,
 		"      transport: stdio",
 		"      command: " + yamlString(e.Command),
 		"      args: [" + strings.Join(args, ", ") + "]",
@@ -113,14 +114,23 @@ func yamlGet(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// ourRow returns the index of our insert row, or -1.
-func ourRow(items []*yaml.Node) int {
+// ourRow returns the index of the insert row of the entry named name,
+// or -1.
+func ourRow(items []*yaml.Node, name string) int {
 	for i, it := range items {
-		if id := yamlGet(yamlGet(it, "insert"), "id"); id != nil && id.Kind == yaml.ScalarNode && id.Value == deepseekID {
+		if rowID(it) == deepseekID(name) {
 			return i
 		}
 	}
 	return -1
+}
+
+// rowID is an insert row's plugin id, "" for any other row.
+func rowID(row *yaml.Node) string {
+	if id := yamlGet(yamlGet(row, "insert"), "id"); id != nil && id.Kind == yaml.ScalarNode {
+		return id.Value
+	}
+	return ""
 }
 
 func rowCommand(row *yaml.Node) string {
@@ -179,16 +189,16 @@ func rowSpan(src []byte, items []*yaml.Node, i int) (start, end int) {
 	return starts[first-1], starts[last]
 }
 
-func (deepseekFormat) merge(src []byte, e Entry) ([]byte, error) {
+func (deepseekFormat) merge(src []byte, name string, e Entry) ([]byte, error) {
 	items, err := yamlRows(src)
 	if err != nil {
 		return nil, err
 	}
 	var out []byte
-	if i := ourRow(items); i >= 0 {
+	if i := ourRow(items, name); i >= 0 {
 		start, end := rowSpan(src, items, i)
 		indent, _ := lineIndent(src, start+bytes.IndexByte(src[start:], '-'))
-		row := deepseekRow(e, indent)
+		row := deepseekRow(name, e, indent)
 		if end == len(src) && !bytes.HasSuffix(src, []byte("\n")) {
 			row = strings.TrimSuffix(row, "\n")
 		}
@@ -203,24 +213,24 @@ func (deepseekFormat) merge(src []byte, e Entry) ([]byte, error) {
 		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n")) {
 			out = append(out, '\n')
 		}
-		out = append(out, deepseekRow(e, indent)...)
+		out = append(out, deepseekRow(name, e, indent)...)
 	}
 	after, err := yamlRows(out)
 	if err != nil {
 		return nil, fmt.Errorf("the edit would not parse (%v): %w", err, ErrUnsupportedLayout)
 	}
-	if i := ourRow(after); i < 0 || rowCommand(after[i]) != e.Command {
+	if i := ourRow(after, name); i < 0 || rowCommand(after[i]) != e.Command {
 		return nil, fmt.Errorf("the edit does not read back: %w", ErrUnsupportedLayout)
 	}
 	return out, nil
 }
 
-func (deepseekFormat) remove(src []byte) ([]byte, error) {
+func (deepseekFormat) remove(src []byte, name string) ([]byte, error) {
 	items, err := yamlRows(src)
 	if err != nil {
 		return nil, err
 	}
-	i := ourRow(items)
+	i := ourRow(items, name)
 	if i < 0 {
 		return src, nil
 	}
@@ -228,12 +238,26 @@ func (deepseekFormat) remove(src []byte) ([]byte, error) {
 	return splice(src, start, end, ""), nil
 }
 
-func (deepseekFormat) inspect(src []byte) (bool, Entry, error) {
+func (deepseekFormat) names(src []byte) ([]string, error) {
+	items, err := yamlRows(src)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range items {
+		if name, ok := strings.CutPrefix(rowID(it), "mcp-"); ok && isOurs(name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+func (deepseekFormat) inspect(src []byte, name string) (bool, Entry, error) {
 	items, err := yamlRows(src)
 	if err != nil {
 		return false, Entry{}, err
 	}
-	i := ourRow(items)
+	i := ourRow(items, name)
 	if i < 0 {
 		return false, Entry{}, nil
 	}
