@@ -22,6 +22,9 @@
 //	change             changes echo's description and adds a tool "added" (a list change)
 //	get_repo {owner, repo}  returns "owner/repo"; owner is a string, repo too
 //	get_issue {n}      n is an integer
+//	get_user {user}    returns "data of USER", reading its arguments as a Go
+//	                   server does: encoding/json into a struct, which matches
+//	                   names case-insensitively and keeps the last of two
 //
 // Flags: -record FILE appends one JSON line {"tool", "arguments"} to FILE
 // for every call, before running it, so a test can tell which calls
@@ -265,6 +268,16 @@ func (h *handlers) add(variant int, bad bool) {
 	s.AddTool(&mcp.Tool{Name: "get_issue", Description: "Return the issue number.", InputSchema: schema(map[string]string{"n": "integer"}, "n")},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(string(req.Params.Arguments)), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "get_user", Description: "Return the user's data.", InputSchema: schema(map[string]string{"user": "string"}, "user")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct {
+				User string `json:"user"`
+			}
+			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+				return nil, err
+			}
+			return text("data of " + in.User), nil
 		})
 	if bad {
 		s.AddTool(&mcp.Tool{Name: "has space", Description: "A name that cannot be published.", InputSchema: schema(nil)},

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -62,63 +61,11 @@ func (t *Tool) Definition() hashing.Definition {
 	}
 }
 
-// ErrInvalidArguments is what Target and Call fail with when the
-// arguments cannot be forwarded: not a JSON object, or an argument that
-// cannot name its resource segment (wrapping a *policy.ArgumentError).
+// ErrInvalidArguments is what Resolve fails with when the arguments
+// cannot be forwarded: not a JSON object, a member name that repeats or
+// folds onto another, or an argument that cannot name its resource
+// segment (wrapping a *policy.ArgumentError).
 var ErrInvalidArguments = errors.New("invalid arguments")
-
-// Target returns the resource a call with these arguments acts on, the
-// one the kernel must authorize. Call forwards the arguments only in the
-// form that names this same resource (see policy.ArgumentSegment).
-func (t *Tool) Target(arguments json.RawMessage) (policy.Resource, error) {
-	p, _, err := t.resolve(arguments)
-	if err != nil {
-		return policy.Resource{}, err
-	}
-	return policy.Resource{Namespace: t.Upstream, Path: p}, nil
-}
-
-// resolve returns the resource path and the arguments to forward: as
-// given when the resource has no placeholders, else re-encoded from what
-// the kernel read, so that the upstream cannot read another value out of
-// them (a duplicate key, an invalid escape) than the one authorized.
-func (t *Tool) resolve(arguments json.RawMessage) (string, json.RawMessage, error) {
-	arguments = bytes.TrimSpace(arguments)
-	if len(arguments) == 0 || string(arguments) == "null" {
-		arguments = json.RawMessage("{}")
-	}
-	if arguments[0] != '{' {
-		return "", nil, fmt.Errorf("%w: arguments must be a JSON object", ErrInvalidArguments)
-	}
-	names := t.Resource.Arguments()
-	if len(names) == 0 {
-		if !json.Valid(arguments) {
-			return "", nil, fmt.Errorf("%w: arguments are not valid JSON", ErrInvalidArguments)
-		}
-		return t.Resource.String(), arguments, nil
-	}
-	var args map[string]json.RawMessage
-	if err := json.Unmarshal(arguments, &args); err != nil {
-		return "", nil, fmt.Errorf("%w: arguments must be a JSON object", ErrInvalidArguments)
-	}
-	p, err := t.Resource.Fill(args)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
-	}
-	for _, n := range names {
-		seg, _ := policy.ArgumentSegment(args[n]) // Fill has accepted it
-		if bytes.TrimSpace(args[n])[0] == '"' {
-			args[n], _ = json.Marshal(seg)
-		} else {
-			args[n] = json.RawMessage(seg)
-		}
-	}
-	out, err := json.Marshal(args)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
-	}
-	return p, out, nil
-}
 
 // Why a tool is not published.
 const (

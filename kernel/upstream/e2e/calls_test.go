@@ -55,7 +55,7 @@ func TestACancelledCallIsCancelledUpstreamToo(t *testing.T) {
 	done := make(chan error, 1)
 	progressed := make(chan struct{}, 3)
 	go func() {
-		_, err := f.m.Call(ctx, tool, json.RawMessage(`{"id":"c1"}`), func(float64, float64, string) { progressed <- struct{}{} })
+		_, err := f.m.Call(ctx, tool, forward(t, tool, `{"id":"c1"}`), func(float64, float64, string) { progressed <- struct{}{} })
 		done <- err
 	}()
 	// Progress means the call is at the upstream; then cancel it.
@@ -81,7 +81,7 @@ func TestProgressIsRelayedToTheCaller(t *testing.T) {
 	hold := f.tool(f.m.Snapshot(), "test.hold")
 	done := make(chan *upstream.Result, 1)
 	go func() {
-		r, err := f.m.Call(context.Background(), hold, json.RawMessage(`{"id":"p1"}`), func(p, total float64, msg string) {
+		r, err := f.m.Call(context.Background(), hold, forward(t, hold, `{"id":"p1"}`), func(p, total float64, msg string) {
 			reports <- report{p, total, msg}
 		})
 		if err != nil {
@@ -183,15 +183,15 @@ resource = "/issues/{n}"
 	if repo.Action != "read" || repo.Resource.Prefix() != "/repos" {
 		t.Errorf("get_repo %+v", repo)
 	}
-	r, err := repo.Target(json.RawMessage(`{"owner":"acme","repo":"widget"}`))
+	r, _, err := repo.Resolve(json.RawMessage(`{"owner":"acme","repo":"widget"}`))
 	if err != nil || r.String() != "gh:/repos/acme/widget" {
-		t.Errorf("Target = %v, %v", r, err)
+		t.Errorf("Resolve = %v, %v", r, err)
 	}
-	res, err := f.m.Call(context.Background(), repo, json.RawMessage(`{"owner":"acme","repo":"widget"}`), nil)
+	res, err := f.m.Call(context.Background(), repo, forward(t, repo, `{"owner":"acme","repo":"widget"}`), nil)
 	if err != nil || text(t, res) != "acme/widget" {
 		t.Errorf("get_repo: %v, %v", res, err)
 	}
-	res, err = f.m.Call(context.Background(), issue, json.RawMessage(`{"n":7.0}`), nil)
+	res, err = f.m.Call(context.Background(), issue, forward(t, issue, `{"n":7.0}`), nil)
 	if err != nil || text(t, res) != `{"n":7}` {
 		t.Errorf("the upstream got %v (%v), want the integer the resource names", res, err)
 	}
@@ -205,11 +205,48 @@ resource = "/issues/{n}"
 		`{"owner":["acme"],"repo":"x"}`,
 		`{"repo":"x"}`,
 	} {
-		if _, err := repo.Target(json.RawMessage(args)); !errors.Is(err, upstream.ErrInvalidArguments) {
-			t.Errorf("Target(%s) = %v, want ErrInvalidArguments", args, err)
+		if _, _, err := repo.Resolve(json.RawMessage(args)); !errors.Is(err, upstream.ErrInvalidArguments) {
+			t.Errorf("Resolve(%s) = %v, want ErrInvalidArguments", args, err)
 		}
-		_, err := f.m.Call(context.Background(), repo, json.RawMessage(args), nil)
-		callError(t, err, upstream.CodeInvalidArguments)
+	}
+	// Arguments nobody resolved are never sent.
+	_, err = f.m.Call(context.Background(), repo, upstream.Forward{}, nil)
+	callError(t, err, upstream.CodeInvalidArguments)
+}
+
+// TestTheUpstreamReadsTheArgumentsTheDecisionWasMadeOn: get_user decodes
+// its arguments as a Go server does (encoding/json into a struct, names
+// matched case-insensitively, the last kept). Names it would take for
+// "user" are refused by Resolve; what Resolve accepts, the upstream reads
+// as the resource says.
+func TestTheUpstreamReadsTheArgumentsTheDecisionWasMadeOn(t *testing.T) {
+	f := newFixture(t, "", []upstream.Spec{spec(t, "gh", `
+[[upstream.tool]]
+name = "get_user"
+action = "read"
+resource = "/users/{user}"
+`)}, nil)
+	f.readyFrom(0, "gh")
+	user := f.tool(f.m.Snapshot(), "gh.get_user")
+	for _, args := range []string{
+		`{"user":"alice","uſer":"bob"}`,
+		`{"user":"alice","USER":"bob"}`,
+		`{"user":"alice","Uſer":"bob"}`,
+		`{"user":"alice","user":"bob"}`,
+	} {
+		if r, _, err := user.Resolve(json.RawMessage(args)); !errors.Is(err, upstream.ErrInvalidArguments) {
+			t.Errorf("Resolve(%s) = %v, %v; want ErrInvalidArguments", args, r, err)
+		}
+	}
+	for _, args := range []string{`{"user":"alice"}`, `{"user":"\u0061lice"}`, `{"user":"alice","other":{"user":"bob"}}`} {
+		r, fw, err := user.Resolve(json.RawMessage(args))
+		if err != nil || r.String() != "gh:/users/alice" {
+			t.Fatalf("Resolve(%s) = %v, %v", args, r, err)
+		}
+		res, err := f.m.Call(context.Background(), user, fw, nil)
+		if err != nil || text(t, res) != "data of alice" {
+			t.Errorf("get_user %s: %v, %v; want alice's data", args, res, err)
+		}
 	}
 }
 
@@ -223,7 +260,7 @@ func TestConcurrentCallsAreAnsweredEachToItsCaller(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			want := strings.Repeat("x", i)
-			r, err := f.m.Call(context.Background(), echo, json.RawMessage(`{"text":"`+want+`"}`), nil)
+			r, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"`+want+`"}`), nil)
 			if err != nil || text(t, r) != want {
 				t.Errorf("call %d: %v, %v", i, r, err)
 			}

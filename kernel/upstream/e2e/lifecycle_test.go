@@ -57,7 +57,11 @@ func maybeMiniKernel() {
 	if i < 0 {
 		fail(fmt.Errorf("test.spawn is not published: %+v", snap))
 	}
-	r, err := m.Call(ctx, snap.Tools[i], nil, nil)
+	_, fw, err := snap.Tools[i].Resolve(nil)
+	if err != nil {
+		fail(err)
+	}
+	r, err := m.Call(ctx, snap.Tools[i], fw, nil)
 	if err != nil {
 		fail(err)
 	}
@@ -277,7 +281,7 @@ func TestCrashMidCallIsUnavailableThenTheUpstreamIsRestarted(t *testing.T) {
 	// A tool from a snapshot taken before the crash, with the same
 	// definition, is served by the new process.
 	echo := f.tool(before, "test.echo")
-	if r, err := f.m.Call(context.Background(), echo, json.RawMessage(`{"text":"again"}`), nil); err != nil || text(t, r) != "again" {
+	if r, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"again"}`), nil); err != nil || text(t, r) != "again" {
 		t.Errorf("after the restart: %v, %v", r, err)
 	}
 }
@@ -309,7 +313,8 @@ func TestCallsWhileNotReadyAreUnavailable(t *testing.T) {
 	f.events.waitFrom(t, after, "a restart", func(e upstream.Event) bool {
 		return e.Kind == upstream.EventState && e.Status.State == upstream.StateRestarting
 	})
-	_, err := f.m.Call(context.Background(), f.tool(snap, "test.echo"), json.RawMessage(`{"text":"x"}`), nil)
+	echo := f.tool(snap, "test.echo")
+	_, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"x"}`), nil)
 	ce := callError(t, err, upstream.CodeUpstreamUnavailable)
 	if !ce.Retryable || !strings.Contains(ce.Message, "restarting") {
 		t.Errorf("%+v", ce)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -47,7 +46,7 @@ func TestAListChangeShowsInTheNextSnapshotOnly(t *testing.T) {
 	}
 	// The earlier snapshot's echo is not the definition the upstream
 	// offers now: calling it is refused without reaching the upstream.
-	_, err := f.m.Call(context.Background(), echo, json.RawMessage(`{"text":"x"}`), nil)
+	_, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"x"}`), nil)
 	callError(t, err, upstream.CodeToolUnavailable)
 
 	// Approval pins the new definition; the running Manager sees it in
@@ -60,7 +59,7 @@ func TestAListChangeShowsInTheNextSnapshotOnly(t *testing.T) {
 	if approved.Description != testupstream.EchoDescription(100) || approved.Hash != w.Hash {
 		t.Errorf("after approval: %+v", approved)
 	}
-	if r, err := f.m.Call(context.Background(), approved, json.RawMessage(`{"text":"approved"}`), nil); err != nil || text(t, r) != "approved" {
+	if r, err := f.m.Call(context.Background(), approved, forward(t, approved, `{"text":"approved"}`), nil); err != nil || text(t, r) != "approved" {
 		t.Errorf("calling the approved tool: %v, %v", r, err)
 	}
 }
