@@ -8,6 +8,10 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // A Template is a resource path whose segments are literals or
@@ -185,9 +189,11 @@ func (t Template) Fill(args map[string]json.RawMessage) (string, error) {
 // ArgumentSegment returns the path segment a JSON argument value names:
 // a string as it decodes, or an integer in plain decimal (an integral
 // number such as 3.0 names "3"). A string that is empty, "." or "..",
-// contains '/' or NUL, or is longer than MaxSegment bytes is refused, and
-// so is an integer beyond ±(2^53-1) or any other kind of value. The
-// error is an *ArgumentError whose Argument is empty.
+// contains '/' or NUL, is longer than MaxSegment bytes, or that some
+// upstream could read as another segment or more than one (see
+// segmentProblem) is refused, and so is an integer beyond ±(2^53-1) or
+// any other kind of value. The error is an *ArgumentError whose Argument
+// is empty.
 //
 // A string that is not valid UTF-8 (or a lone surrogate escape) decodes
 // with U+FFFD in its place: whoever forwards the call must forward the
@@ -204,17 +210,8 @@ func ArgumentSegment(raw json.RawMessage) (string, error) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return "", &ArgumentError{Problem: "is not a valid JSON string"}
 		}
-		switch {
-		case s == "":
-			return "", &ArgumentError{Problem: "must not be empty: it names a resource"}
-		case s == "." || s == "..":
-			return "", &ArgumentError{Problem: fmt.Sprintf("must not be %q: it names a resource", s)}
-		case strings.Contains(s, "/"):
-			return "", &ArgumentError{Problem: "must not contain '/': it names one resource segment"}
-		case strings.ContainsRune(s, 0):
-			return "", &ArgumentError{Problem: "must not contain NUL"}
-		case len(s) > MaxSegment:
-			return "", &ArgumentError{Problem: fmt.Sprintf("is %d bytes long; a resource segment is at most %d", len(s), MaxSegment)}
+		if problem := segmentProblem(s); problem != "" {
+			return "", &ArgumentError{Problem: problem}
 		}
 		return s, nil
 	case c == '-' || '0' <= c && c <= '9':
@@ -225,6 +222,53 @@ func ArgumentSegment(raw json.RawMessage) (string, error) {
 		return strconv.FormatInt(n, 10), nil
 	}
 	return "", &ArgumentError{Problem: "must be a string or an integer: it names a resource"}
+}
+
+// segmentProblem says why a decoded string cannot be one resource
+// segment, or "" when it can. Besides what a path segment cannot be
+// ("", "." or "..", '/', NUL), it refuses what some upstream could read
+// as more than one segment or as another one: '%' (percent-decoding),
+// '\\' (a separator on Windows and to some path libraries), control
+// characters, white space at either end (trimmed by some), and a value
+// whose NFKC form is "." or ".." or holds '/' or '\\' ("．．" with
+// U+FF0E, "․․" with U+2024), for upstreams that normalize Unicode.
+func segmentProblem(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty: it names a resource"
+	case s == "." || s == "..":
+		return fmt.Sprintf("must not be %q: it names a resource", s)
+	case strings.Contains(s, "/"):
+		return "must not contain '/': it names one resource segment"
+	case strings.ContainsRune(s, 0):
+		return "must not contain NUL"
+	case len(s) > MaxSegment:
+		return fmt.Sprintf("is %d bytes long; a resource segment is at most %d", len(s), MaxSegment)
+	case strings.ContainsAny(s, `%\`):
+		return `must not contain '%' or '\': an upstream may read them as an escape or a separator`
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return "must not contain control characters"
+	}
+	first, _ := utf8.DecodeRuneInString(s)
+	last, _ := utf8.DecodeLastRuneInString(s)
+	if unicode.IsSpace(first) || unicode.IsSpace(last) {
+		return "must not begin or end with white space: an upstream may trim it"
+	}
+	if !isASCII(s) {
+		if n := norm.NFKC.String(s); n == "." || n == ".." || strings.ContainsAny(n, `/\`) {
+			return fmt.Sprintf("reads as %q to an upstream that normalizes Unicode (NFKC); it names one resource segment", n)
+		}
+	}
+	return ""
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // integerValue reads a JSON number that is an integer within the safe

@@ -129,8 +129,8 @@ func TestFill(t *testing.T) {
 		{"an exponent that is an integer", `1e3`, "/repos/1000/widget"},
 		{"the largest safe integer", `9007199254740991`, "/repos/9007199254740991/widget"},
 		{"a string with spaces and unicode", `"a b é"`, "/repos/a b é/widget"},
-		{"percent-encoding is only text", `"%2e%2e"`, "/repos/%2e%2e/widget"},
-		{"a backslash is only text", `"a\\b"`, `/repos/a\b/widget`},
+		{"a dot inside", `"v1.2"`, "/repos/v1.2/widget"},
+		{"white space inside", `"a  b"`, "/repos/a  b/widget"},
 		{"dot-dot", `".."`, ""},
 		{"dot", `"."`, ""},
 		{"dot-dot written with escapes", `"\u002e\u002e"`, ""},
@@ -169,6 +169,34 @@ func TestFill(t *testing.T) {
 				t.Fatalf("Fill = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestLookAlikeSegmentsAreRefused is issue 24's sixth finding: values
+// that are one segment to the kernel but a path, or another segment, to
+// an upstream that percent-decodes, treats '\' as a separator,
+// NFKC-normalizes or trims.
+func TestLookAlikeSegmentsAreRefused(t *testing.T) {
+	for _, v := range []string{
+		`..%2F..%2Fother`, `%2e%2e`, `100%`,
+		`..\..\other`, `a\b`, `\`,
+		"．．", "․․", "．", "‥", "a／b", "a＼b", "﹒﹒",
+		" ..", ".. ", " a", "a ", "\ta", "a\u00a0", "\u3000a",
+		"a\u0001b", "a\u007fb", "a\u0085b", "\nx",
+	} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seg, err := ArgumentSegment(raw); err == nil {
+			t.Errorf("ArgumentSegment(%s) = %q, want refused", raw, seg)
+		}
+	}
+	for _, v := range []string{"a b", "café", "v1.2", "..a", "a..", "…", "x-y_z", "日本"} {
+		raw, _ := json.Marshal(v)
+		if seg, err := ArgumentSegment(raw); err != nil || seg != v {
+			t.Errorf("ArgumentSegment(%s) = %q, %v; want it as it is", raw, seg, err)
+		}
 	}
 }
 
