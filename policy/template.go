@@ -16,9 +16,11 @@ import (
 
 // A Template is a resource path whose segments are literals or
 // placeholders, such as "/repos/{owner}/{repo}". A placeholder is a whole
-// segment and is filled from the call argument of that name, one argument
-// value to one segment, so a call can only ever name a resource with as
-// many segments as the template has, under the template's fixed prefix.
+// segment and is filled from the call argument of that name. A plain one,
+// "{owner}", takes one argument value as one segment; a typed one, last
+// in its template, takes a path ("{p:path}") or a URL ("{u:url}") as the
+// segments it names (see Kind). A call can only ever name a resource
+// under the template's fixed prefix.
 type Template struct {
 	text string
 	segs []templateSegment
@@ -27,6 +29,28 @@ type Template struct {
 type templateSegment struct {
 	literal string
 	arg     string // the placeholder's argument name; "" for a literal
+	kind    Kind
+}
+
+// Kind is what a placeholder takes.
+type Kind string
+
+// The kinds of placeholder, as written after the name ("{name:path}").
+const (
+	// KindSegment, "{name}": a string or integer, one segment.
+	KindSegment Kind = ""
+	// KindPath, "{name:path}": a string path, absolute or relative,
+	// cleaned lexically into the segments it names (see Fill).
+	KindPath Kind = "path"
+	// KindURL, "{name:url}": an http or https URL, naming
+	// "/<host>/<path segments>" (see Fill).
+	KindURL Kind = "url"
+)
+
+// Placeholder is one placeholder of a template.
+type Placeholder struct {
+	Name string
+	Kind Kind
 }
 
 // MaxArgumentName is the longest placeholder name, in bytes.
@@ -44,9 +68,11 @@ const maxSafeInteger = 1<<53 - 1
 
 // ParseTemplate parses a resource template: an absolute path ("/" alone
 // is the namespace root) of non-empty segments, each either a literal or
-// a placeholder "{name}", where name is 1–64 of ASCII letters, digits,
-// '_', '-', '.'. Literals may not be "." or "..", nor contain NUL, '{' or
-// '}'; no placeholder may appear twice.
+// a placeholder "{name}", "{name:path}" or "{name:url}", where name is
+// 1–64 of ASCII letters, digits, '_', '-', '.'. Literals may not be "."
+// or "..", nor contain NUL, '{' or '}'; no placeholder may appear twice;
+// a path or URL placeholder must be the last segment, since it fills as
+// many segments as its value names.
 func ParseTemplate(s string) (Template, error) {
 	if !strings.HasPrefix(s, "/") {
 		return Template{}, fmt.Errorf("resource template %q: must be an absolute path", s)
@@ -61,20 +87,29 @@ func ParseTemplate(s string) (Template, error) {
 		case seg == "":
 			return Template{}, fmt.Errorf("resource template %q: empty segment (a doubled or trailing '/')", s)
 		case strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") && len(seg) >= 2:
-			name := seg[1 : len(seg)-1]
+			name, kind, typed := strings.Cut(seg[1:len(seg)-1], ":")
 			if !validArgumentName(name) {
-				return Template{}, fmt.Errorf("resource template %q: placeholder %q: want {name} with a name of 1-%d ASCII letters, digits, '_', '-', '.'", s, seg, MaxArgumentName)
+				return Template{}, fmt.Errorf("resource template %q: placeholder %q: want {name}, {name:path} or {name:url} with a name of 1-%d ASCII letters, digits, '_', '-', '.'", s, seg, MaxArgumentName)
+			}
+			if typed && Kind(kind) != KindPath && Kind(kind) != KindURL {
+				return Template{}, fmt.Errorf("resource template %q: placeholder %q: the type after ':' must be path or url", s, seg)
 			}
 			if seen[name] {
 				return Template{}, fmt.Errorf("resource template %q: placeholder {%s} appears twice", s, name)
 			}
+			if n := len(t.segs); n > 0 && t.segs[n-1].kind != KindSegment {
+				return Template{}, fmt.Errorf("resource template %q: placeholder {%s:%s} must be the last segment: it fills as many as its value names", s, t.segs[n-1].arg, t.segs[n-1].kind)
+			}
 			seen[name] = true
-			t.segs = append(t.segs, templateSegment{arg: name})
+			t.segs = append(t.segs, templateSegment{arg: name, kind: Kind(kind)})
 		case seg == "." || seg == "..":
 			return Template{}, fmt.Errorf("resource template %q: segment %q is not allowed", s, seg)
 		case strings.ContainsAny(seg, "{}\x00"):
 			return Template{}, fmt.Errorf("resource template %q: segment %q: a placeholder must be a whole segment, and NUL is not allowed", s, seg)
 		default:
+			if n := len(t.segs); n > 0 && t.segs[n-1].kind != KindSegment {
+				return Template{}, fmt.Errorf("resource template %q: placeholder {%s:%s} must be the last segment: it fills as many as its value names", s, t.segs[n-1].arg, t.segs[n-1].kind)
+			}
 			t.segs = append(t.segs, templateSegment{literal: seg})
 		}
 	}
@@ -118,6 +153,17 @@ func (t Template) Arguments() []string {
 	return names
 }
 
+// Placeholders returns the placeholders, in the order they appear.
+func (t Template) Placeholders() []Placeholder {
+	var out []Placeholder
+	for _, s := range t.segs {
+		if s.arg != "" {
+			out = append(out, Placeholder{Name: s.arg, Kind: s.kind})
+		}
+	}
+	return out
+}
+
 // Prefix returns the path made of the literal segments before the first
 // placeholder ("/" when the template starts with one), which every filled
 // path lies under; for a template without placeholders, the path itself.
@@ -138,9 +184,6 @@ func (t Template) Prefix() string {
 	return b.String()
 }
 
-// Segments returns how many segments every filled path has.
-func (t Template) Segments() int { return len(t.segs) }
-
 // ArgumentError is an argument that cannot name a resource segment: the
 // call is invalid and must not reach the tool.
 type ArgumentError struct {
@@ -152,38 +195,88 @@ func (e *ArgumentError) Error() string {
 	return fmt.Sprintf("argument %q %s", e.Argument, e.Problem)
 }
 
-// Fill returns the path the template names for a call's arguments (the
-// members of its arguments object). Each placeholder takes its argument's
-// value, which must be a string or an integer (see ArgumentSegment); an
-// error is an *ArgumentError. The result is always a clean absolute path
-// with Segments() segments, under Prefix().
-func (t Template) Fill(args map[string]json.RawMessage) (string, error) {
+// Filled is what a template names for one call.
+type Filled struct {
+	// Path is the resource's path: clean, absolute, under the template's
+	// Prefix.
+	Path string
+	// Forward holds, for each placeholder's argument, the JSON value to
+	// forward in its place: the form that names the same resource (an
+	// integer as the integer it names, a path cleaned or resolved, a URL
+	// normalized).
+	Forward map[string]json.RawMessage
+}
+
+// HostPath resolves a path placeholder's cleaned value on the host whose
+// files the tool reads: it returns the absolute, clean path the value
+// really leads to (links followed), or an error whose text says, for the
+// model, why it cannot. nil leaves paths as they are written.
+type HostPath func(cleaned string) (string, error)
+
+// Fill returns what the template names for a call's arguments (the
+// members of its arguments object). A plain placeholder takes its
+// argument's value, a string or an integer (see ArgumentSegment), as one
+// segment. A path placeholder takes a string path (see fillPath): with
+// host set, the path it really leads to on this host, which is then both
+// the resource and the value forwarded. A URL placeholder takes an http
+// or https URL (see fillURL). An error is an *ArgumentError.
+func (t Template) Fill(args map[string]json.RawMessage, host HostPath) (Filled, error) {
+	f := Filled{Path: "/", Forward: map[string]json.RawMessage{}}
 	if len(t.segs) == 0 {
-		return "/", nil
+		return f, nil
 	}
 	var b strings.Builder
 	b.Grow(len(t.text))
 	for _, s := range t.segs {
-		b.WriteByte('/')
 		if s.arg == "" {
+			b.WriteByte('/')
 			b.WriteString(s.literal)
 			continue
 		}
 		raw, ok := args[s.arg]
 		if !ok {
-			return "", &ArgumentError{Argument: s.arg, Problem: "is required: it names the resource"}
+			return Filled{}, &ArgumentError{Argument: s.arg, Problem: "is required: it names the resource"}
 		}
-		seg, err := ArgumentSegment(raw)
+		var segs []string
+		var fwd json.RawMessage
+		var err error
+		switch s.kind {
+		case KindPath:
+			segs, fwd, err = fillPath(raw, host)
+		case KindURL:
+			segs, fwd, err = fillURL(raw)
+		default:
+			var seg string
+			if seg, err = ArgumentSegment(raw); err == nil {
+				segs, fwd = []string{seg}, segmentValue(raw, seg)
+			}
+		}
 		if err != nil {
 			var ae *ArgumentError
 			if errors.As(err, &ae) {
 				ae.Argument = s.arg
 			}
-			return "", err
+			return Filled{}, err
 		}
-		b.WriteString(seg)
+		for _, seg := range segs {
+			b.WriteByte('/')
+			b.WriteString(seg)
+		}
+		f.Forward[s.arg] = fwd
 	}
-	return b.String(), nil
+	if b.Len() > 0 {
+		f.Path = b.String()
+	}
+	return f, nil
+}
+
+// segmentValue is the JSON to forward for a plain placeholder's value
+// that names seg: the string it decoded to, or the integer it names.
+func segmentValue(raw json.RawMessage, seg string) json.RawMessage {
+	if bytes.TrimSpace(raw)[0] == '"' {
+		return quote(seg)
+	}
+	return json.RawMessage(seg)
 }
 
 // ArgumentSegment returns the path segment a JSON argument value names:

@@ -25,6 +25,7 @@
 //	get_user {user}    returns "data of USER", reading its arguments as a Go
 //	                   server does: encoding/json into a struct, which matches
 //	                   names case-insensitively and keeps the last of two
+//	read_text {path}   returns the text of the file at path on this host
 //
 // Flags: -record FILE appends one JSON line {"tool", "arguments"} to FILE
 // for every call, before running it, so a test can tell which calls
@@ -278,6 +279,16 @@ func (h *handlers) add(variant int, bad bool) {
 				return nil, err
 			}
 			return text("data of " + in.User), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "read_text", Description: "Return the text of a file.", InputSchema: schema(map[string]string{"path": "string"}, "path")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			b, err := os.ReadFile(str(args(req), "path"))
+			if err != nil {
+				r := text(err.Error())
+				r.IsError = true
+				return r, nil
+			}
+			return text(string(b)), nil
 		})
 	if bad {
 		s.AddTool(&mcp.Tool{Name: "has space", Description: "A name that cannot be published.", InputSchema: schema(nil)},

@@ -35,7 +35,9 @@ const maxWhereShown = 200
 // acts on, the one the kernel must authorize, and the arguments to
 // forward, produced from that same reading: every string as it decodes
 // (invalid UTF-8 and lone surrogates as U+FFFD), each placeholder's
-// argument in the form that names its resource segment, whitespace
+// argument in the form that names its resource (policy.Filled.Forward: a
+// path cleaned, or resolved on this host with host_paths; a URL
+// normalized), whitespace
 // dropped, members in the order given. Arguments whose object, at any
 // depth, repeats a member name, or holds two names equal under Unicode
 // simple case folding ("user" and "uſer", "k" and "K"), are refused: a
@@ -48,28 +50,18 @@ func (t *Tool) Resolve(arguments json.RawMessage) (policy.Resource, Forward, err
 	if err != nil {
 		return policy.Resource{}, Forward{}, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 	}
-	names := t.Resource.Arguments()
-	if len(names) == 0 {
+	if len(t.Resource.Arguments()) == 0 {
 		return policy.Resource{Namespace: t.Upstream, Path: t.Resource.String()}, Forward{raw: a.out}, nil
 	}
 	values := make(map[string]json.RawMessage, len(a.members))
 	for _, m := range a.members {
 		values[m.name] = a.out[m.start:m.end]
 	}
-	p, err := t.Resource.Fill(values)
+	f, err := t.Resource.Fill(values, t.host)
 	if err != nil {
 		return policy.Resource{}, Forward{}, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 	}
-	replace := make(map[string]json.RawMessage, len(names))
-	for _, n := range names {
-		seg, _ := policy.ArgumentSegment(values[n]) // Fill has accepted it
-		if values[n][0] == '"' {
-			replace[n] = jsonrpc.AppendString(nil, seg)
-		} else {
-			replace[n] = json.RawMessage(seg)
-		}
-	}
-	return policy.Resource{Namespace: t.Upstream, Path: p}, Forward{raw: a.with(replace)}, nil
+	return policy.Resource{Namespace: t.Upstream, Path: f.Path}, Forward{raw: a.with(f.Forward)}, nil
 }
 
 // arguments is a call's arguments object as read once: out is its
