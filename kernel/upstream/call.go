@@ -103,6 +103,8 @@ func (s *session) call(ctx context.Context, t *Tool, args Forward, progress Prog
 			return nil, &CallError{Code: CodeUpstreamTimeout, Message: fmt.Sprintf("%s did not answer within %v", t.Name, timeout), Retryable: true, Err: err}
 		case s.ctx.Err() != nil:
 			return nil, &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s stopped during the call", t.Upstream), Retryable: true, Err: err}
+		case errors.As(err, &wire) && wire.Code == answerTooLarge:
+			return nil, &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s: %s", t.Name, wire.Message), Err: err}
 		case errors.As(err, &wire):
 			return nil, &CallError{Code: CodeUpstreamError, Message: fmt.Sprintf("%s: the upstream answered with error %d: %s", t.Name, wire.Code, shorten(wire.Message, maxErrorText)), Err: err}
 		}

@@ -27,6 +27,11 @@ const protocolVersion = "2025-11-25"
 // maxListPages bounds the tools/list pages read from one upstream.
 const maxListPages = 64
 
+// lineEnvelope is what a line from an upstream may hold besides a
+// result's content and structuredContent: a line longer than
+// MaxResultBytes plus this is refused while it is read (boundedLines).
+const lineEnvelope = 64 << 10
+
 // refreshInterval is the least time between two listings of one
 // upstream's tools: an upstream announcing list changes without end
 // cannot make the kernel list, pin and report without end.
@@ -280,19 +285,6 @@ type process struct {
 	exit     string // how the upstream exited, as the supervisor saw it
 }
 
-// hookedTransport is the SDK's CommandTransport, with the kernel's
-// bookkeeping once the command has been started.
-type hookedTransport struct {
-	mcp.CommandTransport
-	started func(error)
-}
-
-func (t *hookedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.CommandTransport.Connect(ctx)
-	t.started(err)
-	return conn, err
-}
-
 // newProcess prepares the supervisor's command and the transport that
 // starts it.
 func (u *upstream) newProcess() (*process, mcp.Transport, error) {
@@ -318,7 +310,7 @@ func (u *upstream) newProcess() (*process, mcp.Transport, error) {
 	cmd.ExtraFiles = []*os.File{lifeR, statW} // fds 3 and 4: lifelineFD, statusFD
 	cmd.SysProcAttr = supervisorAttr()
 	p := &process{supervisor: u.m.opts.Supervisor, lifeline: lifeW, stderr: errR, statusDone: make(chan struct{}), stderrDone: make(chan struct{})}
-	t := &hookedTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: grace}}
+	t := &processTransport{cmd: cmd, grace: grace, lineBound: u.m.opts.MaxResultBytes + lineEnvelope}
 	t.started = func(err error) {
 		// The child has its copies; the kernel keeps only its own ends.
 		lifeR.Close()

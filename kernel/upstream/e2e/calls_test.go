@@ -129,11 +129,49 @@ func TestAResultOverTheBoundIsTooLargeAndTheUpstreamGoesOn(t *testing.T) {
 	if ce := callError(t, err, upstream.CodeTooLarge); !strings.Contains(ce.Message, "65536") {
 		t.Errorf("%+v", ce)
 	}
+	// Between the result bound and the line bound (64 KiB more): read,
+	// then refused.
+	_, err = f.call("test.huge", `{"bytes":100000}`)
+	callError(t, err, upstream.CodeTooLarge)
 	if r, err := f.call("test.echo", `{"text":"next"}`); err != nil || text(t, r) != "next" {
 		t.Errorf("after too_large: %v, %v", r, err)
 	}
 	if st := f.m.Status()[0]; st.Restarts != 0 {
 		t.Errorf("too_large restarted the upstream: %+v", st)
+	}
+}
+
+// TestAResultOverTheSDKsFrameBoundIsTooLargeToo: a 20 MB answer, more
+// than the SDK's client would read at all (16 MiB, which ended the
+// connection), is refused while it is read; its call fails too_large,
+// the calls beside it are answered, and the upstream goes on.
+func TestAResultOverTheSDKsFrameBoundIsTooLargeToo(t *testing.T) {
+	f := newFixture(t, "", []upstream.Spec{spec(t, "test", "")}, nil)
+	f.readyFrom(0, "test")
+	echo, huge := f.tool(f.m.Snapshot(), "test.echo"), f.tool(f.m.Snapshot(), "test.huge")
+	errs := make(chan error, 2)
+	go func() {
+		_, err := f.m.Call(context.Background(), huge, forward(t, huge, `{"bytes":20000000}`), nil)
+		errs <- err
+	}()
+	go func() {
+		r, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"beside"}`), nil)
+		if err == nil && text(t, r) != "beside" {
+			err = errors.New("echo answered " + text(t, r))
+		}
+		errs <- err
+	}()
+	var got []string
+	for range 2 {
+		if err := <-errs; err != nil {
+			got = append(got, err.Error())
+		}
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "too_large: test.huge: the answer is 200000") {
+		t.Errorf("errors %q, want huge's too_large only", got)
+	}
+	if st := f.m.Status()[0]; st.Restarts != 0 || st.State != upstream.StateReady {
+		t.Errorf("the upstream after a 20 MB answer: %+v", st)
 	}
 }
 
