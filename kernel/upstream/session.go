@@ -90,6 +90,7 @@ func (u *upstream) start(ctx context.Context) (*session, error) {
 		_ = cs.Wait()
 		close(s.done)
 	}()
+	go s.watchExit()
 	tools, err := s.fetchTools(ctx)
 	if err != nil {
 		s.stop()
@@ -99,6 +100,26 @@ func (u *upstream) start(ctx context.Context) (*session, error) {
 	s.wg.Add(1)
 	go s.refresher()
 	return s, nil
+}
+
+// watchExit ends the session as soon as the upstream itself has exited,
+// as its supervisor reports (or the supervisor is gone too), rather than
+// when its stdout closes: a descendant may hold stdout open, and the
+// calls in flight would wait for call_timeout.
+func (s *session) watchExit() {
+	select {
+	case <-s.proc.statusDone:
+	case <-s.done:
+		return
+	}
+	if s.ctx.Err() != nil {
+		return // stopped by the kernel, not exited by itself
+	}
+	how := s.proc.exitReport()
+	if how == "" {
+		how = "its supervisor ended without saying how"
+	}
+	s.kill("the upstream exited (" + how + ")")
 }
 
 // sdkLog puts the SDK's own warnings into the kernel's log.
