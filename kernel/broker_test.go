@@ -434,7 +434,7 @@ func TestAListChangeAppliesFromTheNextTurnAndAChangedToolIsQuarantined(t *testin
 	if r := c2.invoke("test.added", map[string]any{}); r.Status != kproto.StatusSucceeded {
 		t.Errorf("added = %+v", r)
 	}
-	approvals, err := upstream.Approve(u.stateDir, "test", "echo", time.Now())
+	approvals, err := upstream.Approve(u.stateDir, "test", "echo", "", time.Now())
 	if err != nil || len(approvals) != 1 || !slices.Equal(approvals[0].Changed, []string{"description"}) {
 		t.Fatalf("approve = %+v, %v", approvals, err)
 	}
@@ -512,7 +512,7 @@ func TestAQuarantineAndItsApprovalSurviveAKernelRestart(t *testing.T) {
 		t.Errorf("calling the quarantined echo = %+v", r)
 	}
 	h2.stop()
-	if _, err := upstream.Approve(state, "test", "", time.Now()); err != nil {
+	if _, err := upstream.Approve(state, "test", "", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,9 @@ func addBrokered(v *catalog.View, tools []hashing.Tool, defs map[string]json.Raw
 		}
 		return
 	}
+	// The pending definitions' hashes, for the approve command; without
+	// the pins file the command says HASH, and doctor shows it.
+	pending, _ := upstream.Quarantined(stateDir)
 	published := map[string]bool{}
 	for _, t := range tools {
 		published[t.Name] = true
@@ -87,7 +91,11 @@ func addBrokered(v *catalog.View, tools []hashing.Tool, defs map[string]json.Raw
 			}
 			h := catalog.Withheld{Name: w.Name, Reason: w.Reason, Detail: w.Detail, Changed: w.Changed}
 			if w.Reason == upstream.ReasonQuarantined {
-				h.Fix = fmt.Sprintf("review it ('%s doctor' shows the old and new definitions), then: %s kernel approve %s %s%s", prog, prog, st.Name, tool, configArg(configFile))
+				hash := "HASH"
+				if i := slices.IndexFunc(pending, func(q upstream.Quarantine) bool { return q.Upstream == st.Name && q.Tool == tool }); i >= 0 {
+					hash = pending[i].Pending
+				}
+				h.Fix = fmt.Sprintf("review it ('%s doctor' shows the old and new definitions), then: %s kernel approve %s %s --sha256 %s%s", prog, prog, st.Name, tool, hash, configArg(configFile))
 			}
 			v.Withheld = append(v.Withheld, h)
 		}

@@ -131,12 +131,15 @@ func (d *doctor) quarantined(name string, q upstream.Quarantine, u *Upstreams) {
 	for _, f := range q.Changed {
 		fmt.Fprintf(&b, "\n  %s pinned:  %s\n  %s offered: %s", f, DefinitionField(q.PinnedDefinition, f), f, DefinitionField(q.PendingDefinition, f))
 	}
-	d.problem(b.String(), approveFix(name, u))
+	d.problem(b.String(), fmt.Sprintf("read what changed above; if you trust the new definition: %s kernel approve %s %s --sha256 %s%s", prog, q.Upstream, q.Tool, q.Pending, u.ConfigArg))
 }
 
+// approveFix is the fix for a quarantine the pins file does not show
+// (it changed since the kernel's report): approve names a definition by
+// its hash, which doctor then shows.
 func approveFix(name string, u *Upstreams) string {
 	up, tool, _ := strings.Cut(name, ".")
-	return fmt.Sprintf("read what changed above; if you trust the new definition: %s kernel approve %s %s%s", prog, up, tool, u.ConfigArg)
+	return fmt.Sprintf("run doctor again to see the definition and its hash, then: %s kernel approve %s %s --sha256 HASH%s", prog, up, tool, u.ConfigArg)
 }
 
 // DefinitionField is one field of a canonical tool definition as JSON,

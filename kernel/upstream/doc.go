@@ -27,8 +27,9 @@
 //     progress) sends exactly those bytes and returns the upstream's
 //     content and structuredContent, or a *CallError with one of the Code
 //     constants.
-//   - Approval: Approve(stateDir, upstream, tool) pins what is
-//     quarantined, from another process; the Manager hands the approval
+//   - Approval: Approve(stateDir, upstream, tool, sha256) pins what is
+//     quarantined, from another process, and with sha256 only the
+//     definition of that hash (a *NotReviewedError otherwise); the Manager hands the approval
 //     to Options.RecordApproval at its next Snapshot (or when it starts)
 //     and publishes the tool only once that recorded it. Quarantined
 //     lists what awaits approval.
