@@ -91,9 +91,16 @@ func (d *doctor) upstreamState(st kernel.UpstreamState, as string, u *Upstreams)
 			what += fmt.Sprintf("; restarted %d times", st.Restarts)
 		}
 		if len(st.Stderr) > 0 {
-			what += "; its last stderr: " + st.Stderr[len(st.Stderr)-1]
+			what += "\n  its last lines of stderr:"
+			for _, l := range st.Stderr {
+				what += "\n    " + l
+			}
 		}
-		d.problem(what, fmt.Sprintf("check its command, cwd and env in %s (it gets only env, PATH and HOME); its stderr is in the kernel's log", u.Config))
+		fix := fmt.Sprintf("check its command, cwd and env in %s (it gets only env, PATH and HOME, so a proxy or a private CA must be in env: HTTPS_PROXY, NODE_EXTRA_CA_CERTS); its stderr is in the kernel's log", u.Config)
+		if strings.Contains(st.Reason, "startup_timeout") {
+			fix = fmt.Sprintf("if it is only slow to start (npx fetching a package, say), raise startup_timeout in its [[upstream]]; else %s", fix)
+		}
+		d.problem(what, fix)
 	}
 	for _, w := range st.Withheld {
 		if w.Reason == upstream.ReasonQuarantined {

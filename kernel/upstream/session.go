@@ -79,8 +79,10 @@ func (u *upstream) start(ctx context.Context) (*session, error) {
 	})
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
+		// Why, before stopping it: the stop would be its exit.
+		err = proc.failure(ctx, "initialize", u.spec.StartupTimeout, err)
 		proc.stop(u.m.opts.StopGrace)
-		return nil, proc.failure(ctx, "initialize", u.spec.StartupTimeout, err)
+		return nil, err
 	}
 	s.cs = cs
 	if r := cs.InitializeResult(); r != nil && r.ServerInfo != nil {
@@ -93,8 +95,9 @@ func (u *upstream) start(ctx context.Context) (*session, error) {
 	go s.watchExit()
 	tools, err := s.fetchTools(ctx)
 	if err != nil {
+		err = proc.failure(ctx, "list tools", u.spec.StartupTimeout, err)
 		s.stop()
-		return nil, proc.failure(ctx, "list tools", u.spec.StartupTimeout, err)
+		return nil, err
 	}
 	s.apply(tools)
 	s.wg.Add(1)
@@ -397,9 +400,12 @@ func (p *process) waitReported(d time.Duration) {
 	}
 }
 
-// failure explains why a start failed: what the supervisor reported, else
-// the timeout, else the error.
+// failure explains why a start failed: the startup timeout when it
+// passed, else what the supervisor reported, else the error.
 func (p *process) failure(ctx context.Context, step string, timeout time.Duration, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%s: no answer within startup_timeout (%v)", step, timeout)
+	}
 	p.waitReported(time.Second)
 	p.mu.Lock()
 	startErr, exit, pid := p.startErr, p.exit, p.pid
@@ -411,8 +417,6 @@ func (p *process) failure(ctx context.Context, step string, timeout time.Duratio
 		return fmt.Errorf("%s: the upstream exited (%s)", step, exit)
 	case pid == 0:
 		return fmt.Errorf("%s: the supervisor (%s) never reported starting the upstream: %w", step, p.supervisor, err)
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%s: no answer within the startup timeout of %v", step, timeout)
 	}
 	return fmt.Errorf("%s: %w", step, err)
 }
