@@ -169,16 +169,13 @@ func (r *argReader) object(top *[]member) error {
 	var seen map[string]string // fold key → the name as given
 	first := true
 	for more {
-		key, escaped, err := r.lx.Key()
+		key, _, err := r.lx.Key()
 		if err != nil {
 			return errSyntax
 		}
-		r.buf = r.buf[:0]
-		if escaped {
-			r.buf = jsonlex.AppendUnescaped(r.buf, key[1:len(key)-1], jsonlex.ReplaceSurrogates)
-		} else {
-			r.buf = appendValidUTF8(r.buf, key[1:len(key)-1])
-		}
+		// As encoding/json decodes it: escapes decoded, what is not UTF-8
+		// (a lone surrogate too) as U+FFFD.
+		r.buf = jsonlex.AppendUnescaped(r.buf[:0], key[1:len(key)-1], jsonlex.ReplaceSurrogates)
 		name := string(r.buf)
 		if seen == nil {
 			seen = map[string]string{}
@@ -314,18 +311,4 @@ func appendDecoded(dst, raw []byte, escaped bool) []byte {
 		body = jsonlex.AppendUnescaped(nil, body, jsonlex.ReplaceSurrogates)
 	}
 	return jsonrpc.AppendString(dst, body) // bytes that are not UTF-8 become \ufffd
-}
-
-// appendValidUTF8 appends b with each byte that is not UTF-8 replaced by
-// U+FFFD, as encoding/json decodes it.
-func appendValidUTF8(dst, b []byte) []byte {
-	if utf8.Valid(b) {
-		return append(dst, b...)
-	}
-	for len(b) > 0 {
-		c, size := utf8.DecodeRune(b)
-		dst = utf8.AppendRune(dst, c)
-		b = b[size:]
-	}
-	return dst
 }

@@ -43,6 +43,7 @@ func TestNamesADecoderMayTakeForOneAreRefused(t *testing.T) {
 		{"a duplicate written with an escape", gh, `{"user":"alice","\u0075ser":"bob"}`, []string{`"user" appears twice`}},
 		{"two levels down", gh, `{"user":"alice","q":{"filter":{"Owner":"a","owner":"b"}}}`, []string{`"Owner"`, `"owner"`, `arguments/q/filter`}},
 		{"in an object inside an array", gh, `{"user":"alice","items":[{"x":1},{"id":1,"ID":2}]}`, []string{`"id"`, `"ID"`, `arguments/items/1`}},
+		{"a byte that is not UTF-8 and U+FFFD", graph, "{\"a\xffb\":1,\"a\\ufffdb\":2}", []string{"\"a\ufffdb\" appears twice"}},
 		{"without placeholders too", graph, `{"query":"a","QUERY":"b"}`, []string{`"query"`, `"QUERY"`}},
 		{"without placeholders, nested", graph, `{"e":[[{"n":1,"n":2}]]}`, []string{`"n" appears twice in arguments/e/0/0`}},
 	}
