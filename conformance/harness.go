@@ -72,11 +72,14 @@ type caseEnv struct {
 
 // harness drives one coding CLI.
 type harness struct {
-	ID     string // install id and integration name
-	Title  string
-	Exe    string // executable name
-	Client string // how its MCP client is provided
-	Policy ToolPolicy
+	ID string // the column's id; also the install id unless Install is set
+	// Install is the id `sharedos-mcp install` knows the harness by, when
+	// the column is one of several ways to run it.
+	Install string
+	Title   string
+	Exe     string // executable name
+	Client  string // how its MCP client is provided
+	Policy  ToolPolicy
 	// IsErrorFlag is true when the harness's model API carries a result's
 	// isError to the model; otherwise a refusal is recognised by its code
 	// in the result text.
@@ -98,17 +101,50 @@ type harness struct {
 	// every MCP tool (Pi's adapter); otherwise the kernel's tools are
 	// offered one by one.
 	proxy string
+	// loader, when set, is the harness's tool that declares a deferred
+	// tool to the model (Claude Code's ToolSearch), and load the call to
+	// it that loads the named tools.
+	loader string
+	load   func(names []string) exposedCall
 	// command builds the harness invocation after install has run.
 	command func(env *caseEnv) (*exec.Cmd, error)
 }
 
+// installID is the id install and the kernel know the harness by.
+func (h *harness) installID() string {
+	if h.Install != "" {
+		return h.Install
+	}
+	return h.ID
+}
+
 // offersKernel reports whether a model request is part of the turn under
-// test rather than a side request (a title): it offers the kernel's tools.
+// test rather than a side request (a title): it offers the kernel's tools,
+// declared or deferred.
 func (h *harness) offersKernel(offered []string) bool {
 	if h.proxy != "" {
 		return slices.Contains(offered, h.proxy)
 	}
 	return offersManaged(offered)
+}
+
+// needsLoad returns the names under which the calls of step are deferred
+// in req and must be loaded before they can be made; nil when there is
+// nothing to load or the harness offers no loader.
+func (h *harness) needsLoad(step []Call, req parsedRequest) []string {
+	if h.loader == "" || !slices.Contains(req.tools, h.loader) {
+		return nil
+	}
+	var names []string
+	for _, c := range step {
+		if _, ok := exposedAs(c.Tool, req.tools); ok {
+			continue
+		}
+		if name, ok := exposedAs(c.Tool, req.deferred); ok && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // refusalReported returns "" when res shows the harness reported a kernel
@@ -123,7 +159,7 @@ func (h *harness) refusalReported(res ToolResult, code string) string {
 	return ""
 }
 
-var harnesses = []*harness{claudeCode, codex, geminiCLI, pi}
+var harnesses = []*harness{claudeCode, claudeCodeToolSearch, codex, geminiCLI, pi}
 
 // claudeBuiltins are Claude Code's own tools, also disallowed by name so
 // that a build that ignores --tools "" still cannot reach the files
@@ -141,42 +177,68 @@ var claudeCode = &harness{
 		}
 		return exposedCall{name: "mcp__sharedos__" + portable(c.Tool), args: c.Args}
 	},
-	command: func(env *caseEnv) (*exec.Cmd, error) {
-		// The entry install wrote to ~/.claude.json is handed over with
-		// --strict-mcp-config, so that exactly it, and no other server,
-		// is loaded.
-		var cfg struct {
-			MCPServers map[string]json.RawMessage `json:"mcpServers"`
-		}
-		b, err := os.ReadFile(filepath.Join(env.home, ".claude.json"))
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(b, &cfg); err != nil {
-			return nil, fmt.Errorf("read the installed entry: %w", err)
-		}
-		entry, ok := cfg.MCPServers["sharedos"]
-		if !ok {
-			return nil, errors.New("install wrote no mcpServers.sharedos")
-		}
-		mcpFile := filepath.Join(env.dir, "mcp.json")
-		if err := os.WriteFile(mcpFile, mustMarshal(map[string]any{"mcpServers": map[string]json.RawMessage{"sharedos": entry}}), 0o600); err != nil {
-			return nil, err
-		}
-		cmd := exec.Command(env.cli, "-p", prompt, "--bare", "--output-format", "json", "--model", declaredModel,
-			"--strict-mcp-config", "--mcp-config", mcpFile,
-			"--tools", "", "--disallowedTools", claudeBuiltins, "--allowedTools", "mcp__sharedos")
-		cmd.Env = append(baseEnv(env),
-			"ANTHROPIC_BASE_URL="+env.modelURL,
-			"ANTHROPIC_API_KEY=conformance",
-			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-			"DISABLE_AUTOUPDATER=1",
-		)
-		if env.toolTimeout > 0 {
-			cmd.Env = append(cmd.Env, fmt.Sprintf("MCP_TOOL_TIMEOUT=%d", env.toolTimeout.Milliseconds()))
-		}
-		return cmd, nil
-	},
+	command: func(env *caseEnv) (*exec.Cmd, error) { return claudeCommand(env, true) },
+}
+
+// claudeCodeToolSearch is Claude Code as it runs without --bare: it
+// declares no MCP tool to the model, only names them and offers its
+// ToolSearch tool, which declares the ones the model selects. With
+// --tools ToolSearch the only tools it can load are the kernel's, so
+// the policy stays strict and ToolSearch counts as the MCP client's.
+var claudeCodeToolSearch = func() *harness {
+	h := *claudeCode
+	h.ID, h.Install, h.Title = "claude-code-toolsearch", "claude-code", "Claude Code (without --bare)"
+	h.proxyTools = []string{"ToolSearch"}
+	h.loader = "ToolSearch"
+	h.load = func(names []string) exposedCall {
+		return exposedCall{name: "ToolSearch", args: map[string]any{"query": "select:" + strings.Join(names, ",")}}
+	}
+	h.command = func(env *caseEnv) (*exec.Cmd, error) { return claudeCommand(env, false) }
+	return &h
+}()
+
+// claudeCommand runs claude -p on the entry install wrote; bare is
+// --bare (MCP tools declared to the model one by one) rather than
+// ToolSearch (MCP tools deferred behind it).
+func claudeCommand(env *caseEnv, bare bool) (*exec.Cmd, error) {
+	// The entry install wrote to ~/.claude.json is handed over with
+	// --strict-mcp-config, so that exactly it, and no other server, is
+	// loaded.
+	var cfg struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	b, err := os.ReadFile(filepath.Join(env.home, ".claude.json"))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("read the installed entry: %w", err)
+	}
+	entry, ok := cfg.MCPServers["sharedos"]
+	if !ok {
+		return nil, errors.New("install wrote no mcpServers.sharedos")
+	}
+	mcpFile := filepath.Join(env.dir, "mcp.json")
+	if err := os.WriteFile(mcpFile, mustMarshal(map[string]any{"mcpServers": map[string]json.RawMessage{"sharedos": entry}}), 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{"-p", prompt, "--bare", "--tools", ""}
+	if !bare {
+		args = []string{"-p", prompt, "--tools", "ToolSearch"}
+	}
+	cmd := exec.Command(env.cli, append(args, "--output-format", "json", "--model", declaredModel,
+		"--strict-mcp-config", "--mcp-config", mcpFile,
+		"--disallowedTools", claudeBuiltins, "--allowedTools", "mcp__sharedos")...)
+	cmd.Env = append(baseEnv(env),
+		"ANTHROPIC_BASE_URL="+env.modelURL,
+		"ANTHROPIC_API_KEY=conformance",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1",
+	)
+	if env.toolTimeout > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("MCP_TOOL_TIMEOUT=%d", env.toolTimeout.Milliseconds()))
+	}
+	return cmd, nil
 }
 
 var codex = &harness{
