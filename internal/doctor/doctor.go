@@ -123,6 +123,11 @@ func (d *doctor) skip(format string, args ...any) {
 	fmt.Fprintf(d.out, "-       "+format+"\n", args...)
 }
 
+// note reports what is neither right nor wrong but worth knowing.
+func (d *doctor) note(format string, args ...any) {
+	fmt.Fprintf(d.out, "note    "+format+"\n", args...)
+}
+
 func (d *doctor) problem(what, fix string) {
 	d.problems++
 	fmt.Fprintf(d.out, "problem %s\n  fix: %s\n", what, fix)
@@ -362,6 +367,7 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 		d.problem(fmt.Sprintf("%s the entry in %s runs serve without --integration, which serve refuses", label, path), reinstall)
 	}
 	d.entrySocket(label, in, reinstall)
+	d.startsWithoutKernel(label, h)
 	return true
 }
 
