@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,6 +99,10 @@ type harness struct {
 	// nodeBeside: the harness runs on the node installed next to it in
 	// the npm prefix rather than the one on PATH.
 	nodeBeside bool
+	// npmDir, when set, is the directory under the npm prefix that the
+	// harness is installed in with a prefix of its own (its dependencies
+	// cannot share one with the others).
+	npmDir string
 	// proxy, when set, is the one tool through which the harness reaches
 	// every MCP tool (Pi's adapter); otherwise the kernel's tools are
 	// offered one by one.
@@ -159,7 +165,7 @@ func (h *harness) refusalReported(res ToolResult, code string) string {
 	return ""
 }
 
-var harnesses = []*harness{claudeCode, claudeCodeToolSearch, codex, geminiCLI, pi}
+var harnesses = []*harness{claudeCode, claudeCodeToolSearch, codex, geminiCLI, pi, deepseek}
 
 // claudeBuiltins are Claude Code's own tools, also disallowed by name so
 // that a build that ignores --tools "" still cannot reach the files
@@ -435,4 +441,78 @@ func setEntry(cfg map[string]any, key string, value any) error {
 	}
 	entry[key] = value
 	return nil
+}
+
+// dshName is the name DeepSeek Harness's MCP client (0.1.0-rc.8) gives the
+// sharedos tool named tool: mcp__sharedos__<tool>, characters outside
+// [A-Za-z0-9_-] as "_", and when that changed the name or it is over 64
+// characters, cut to leave room for "_" and the first 12 hex digits of
+// the SHA-256 of "sharedos", a NUL byte and tool.
+func dshName(tool string) string {
+	joined := "mcp__sharedos__" + tool
+	name := dshInvalid.ReplaceAllString(joined, "_")
+	if name == joined && len(name) <= 64 {
+		return name
+	}
+	sum := sha256.Sum256([]byte("sharedos\x00" + tool))
+	return name[:min(len(name), 64-13)] + "_" + hex.EncodeToString(sum[:])[:12]
+}
+
+var dshInvalid = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// dshHash matches the suffix DeepSeek Harness's MCP client appends to a
+// tool name it had to change: "_" and 12 hex digits of a SHA-256.
+var dshHash = regexp.MustCompile(`_[0-9a-f]{12}$`)
+
+var deepseek = &harness{
+	ID: "deepseek", Title: "DeepSeek Harness", Exe: "dsh", Package: "@deepseek-ai/dsh", Client: "plugin @deepseek-ai/dsh-mcp-client",
+	npmDir: "dsh",
+	// Its plugins need Node 22 (node:zlib zstd, node:module type
+	// stripping); the npm prefix holds one next to dsh.
+	nodeBeside: true,
+	// DeepSeek Harness keeps its own tools on, named here as 0.1.0-rc.8
+	// offers them in its headless profile.
+	Policy: ToolPolicy{Mode: "hybrid", ManagedMCP: []string{"sharedos"}, ExternalDirect: []string{}, HarnessLocal: []string{
+		"bash", "create_goal", "edit", "exit_plan_mode", "get_goal", "glob", "grep", "interrupt_agent",
+		"job_kill", "job_list", "job_output", "list_agents", "ralph", "read", "read_image", "send_message",
+		"skill", "str_replace_editor", "subagent", "subagent_fork", "todo_write", "update_goal",
+		"web_search", "workflow", "write",
+	}},
+	vendor: chat{},
+	expose: func(c Call, _ []string) exposedCall {
+		return exposedCall{name: dshName(c.Tool), args: c.Args}
+	},
+	command: func(env *caseEnv) (*exec.Cmd, error) {
+		// dsh reads the insert: row install wrote in $DSH_HOME/cordis.patch.yml
+		// as the user's patch layer.
+		patch := filepath.Join(env.home, ".dsh", "cordis.patch.yml")
+		installed, err := os.ReadFile(patch)
+		if err != nil {
+			return nil, err
+		}
+		if env.toolTimeout > 0 {
+			re := regexp.MustCompile(`(?m)^(\s+toolCallTimeoutMs:) .*$`)
+			if !re.Match(installed) {
+				return nil, errors.New("install wrote no toolCallTimeoutMs to override")
+			}
+			installed = re.ReplaceAll(installed, []byte(fmt.Sprintf("${1} %d", env.toolTimeout.Milliseconds())))
+			if err := os.WriteFile(patch, installed, 0o600); err != nil {
+				return nil, err
+			}
+		}
+		// The headless profile turns the HMR plugin off, yet its boot
+		// needs it to watch the patch layers and stops without it
+		// (0.1.0-rc.8): an overlay of the runner's own turns it back on.
+		hmr := filepath.Join(env.dir, "hmr.patch.yml")
+		if err := os.WriteFile(hmr, []byte("- id: hmr\n  disabled: false\n"), 0o600); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(env.cli, "--profile", "headless", "--patch", hmr, prompt)
+		cmd.Env = append(baseEnv(env),
+			"DEEPSEEK_BASE_URL="+env.modelURL,
+			"DEEPSEEK_API_KEY=conformance",
+			"DSH_TELEMETRY_MODE=DISABLED",
+		)
+		return cmd, nil
+	},
 }

@@ -233,9 +233,13 @@ func offersManaged(tools []string) bool {
 }
 
 // managedSuffix finds the kernel tool an offered name stands for, in
-// portable form: the harnesses prefix the server name, and most replace
-// "." with "_" (Gemini CLI keeps the dot).
+// portable form: the harnesses prefix the server name, most replace "."
+// with "_" (Gemini CLI keeps the dot), and DeepSeek Harness appends a
+// hash to a name it changed.
 func managedSuffix(offered string) (string, bool) {
+	if strings.HasPrefix(offered, "mcp__sharedos__") {
+		offered = dshHash.ReplaceAllString(offered, "")
+	}
 	for _, ns := range []string{"files", "sharedos"} {
 		for _, sep := range []string{"_", "."} {
 			i := strings.LastIndex(offered, ns+sep)

@@ -114,3 +114,19 @@ func TestDeferredToolsAreLoadedBeforeTheyAreCalled(t *testing.T) {
 		t.Error("the start-up check takes tools named for ToolSearch as the MCP server not connected yet")
 	}
 }
+
+// TestDeepSeekHarnessNames checks dshName against the names DeepSeek
+// Harness 0.1.0-rc.8 offered for the conformance catalogue.
+func TestDeepSeekHarnessNames(t *testing.T) {
+	for tool, want := range map[string]string{
+		"files.read":        "mcp__sharedos__files_read_369b5d85e292",
+		"files.list":        "mcp__sharedos__files_list_93294d555ca5",
+		"sharedos.escalate": "mcp__sharedos__sharedos_escalate_72e183f8c537",
+		"test.get_repo":     "mcp__sharedos__test_get_repo_8ff6d7f75997",
+		"plain_name":        "mcp__sharedos__plain_name",
+	} {
+		if got := dshName(tool); got != want {
+			t.Errorf("dshName(%q) = %q, want %q", tool, got, want)
+		}
+	}
+}

@@ -42,13 +42,14 @@ type CaseResult struct {
 	startupRace bool
 }
 
-// findCLI looks for exe on PATH, then in the npm prefix.
-func findCLI(exe, prefix string) (string, bool) {
-	if p, err := exec.LookPath(exe); err == nil {
+// findCLI looks for h's executable on PATH, then in the npm prefix (in
+// its own directory there when it has one).
+func findCLI(h *harness, prefix string) (string, bool) {
+	if p, err := exec.LookPath(h.Exe); err == nil {
 		return p, true
 	}
 	if prefix != "" {
-		p := filepath.Join(prefix, "node_modules", ".bin", exe)
+		p := filepath.Join(prefix, h.npmDir, "node_modules", ".bin", h.Exe)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
 			return p, true
 		}
