@@ -7,9 +7,8 @@ import "github.com/sharedos/sharedos-mcp/install"
 // "with no kernel running, ": whether it refuses to start or carries on
 // without the sharedos tools, what a person sees and where the reason
 // is. It is what the kernel-down row of conformance/RESULTS.md recorded,
-// or, for a harness without a column there, what it did when started by
-// hand at the version docs/install names. A harness missing here was not
-// checked.
+// or, for opencode, which has no column there, what 1.18.33 did when
+// started by hand. A harness missing here was not checked.
 var withoutKernel = map[string]string{
 	"claude-code": "Claude Code carries on without the sharedos tools: 'claude -p' exits 0 and the model is told \"No such tool available\"; " +
 		"the reason is only in its MCP log, ~/.cache/claude-cli-nodejs/<project directory, / as ->/mcp-logs-sharedos/ ($XDG_CACHE_HOME for ~/.cache when set)",
@@ -17,7 +16,7 @@ var withoutKernel = map[string]string{
 	"gemini":   "Gemini CLI carries on without the sharedos tools and prints only \"MCP issues detected\"; 'gemini mcp list' shows the server disconnected",
 	"pi":       "Pi carries on without the sharedos tools; pi-mcp-adapter prints serve's error, Pi's built-in MCP support prints nothing in print mode",
 	"opencode": "opencode carries on without the sharedos tools; its log (~/.local/share/opencode/log/) says \"server unavailable\" and 'opencode mcp list' shows the server failed",
-	"deepseek": "DeepSeek Harness refuses to start with the server's error, as the entry has failOnStartupError: true (its documented behaviour: it could not be installed to check)",
+	"deepseek": "DeepSeek Harness refuses to start and prints serve's error, as the entry has failOnStartupError: true",
 }
 
 // startsWithoutKernel notes, for an installed entry, whether its harness
