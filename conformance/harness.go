@@ -274,11 +274,10 @@ var codex = &harness{
 			return nil, err
 		}
 		if env.toolTimeout > 0 {
-			re := regexp.MustCompile(`(?m)^tool_timeout_sec = .*$`)
-			if !re.Match(installed) {
-				return nil, errors.New("install wrote no tool_timeout_sec to override")
+			installed, err = overrideLine(installed, `(?m)^tool_timeout_sec = .*$`, fmt.Sprintf("tool_timeout_sec = %g", env.toolTimeout.Seconds()))
+			if err != nil {
+				return nil, err
 			}
-			installed = re.ReplaceAll(installed, []byte(fmt.Sprintf("tool_timeout_sec = %g", env.toolTimeout.Seconds())))
 		}
 		provider := fmt.Sprintf(`model = %q
 model_provider = "conformance"
@@ -416,6 +415,17 @@ func pathFor(h *harness, cli string) string {
 	return os.Getenv("PATH")
 }
 
+// overrideLine replaces the lines of what install wrote that pattern
+// matches with repl (which may refer to the pattern's groups); it is an
+// error when none matches, since the setting to override is missing.
+func overrideLine(installed []byte, pattern, repl string) ([]byte, error) {
+	re := regexp.MustCompile(pattern)
+	if !re.Match(installed) {
+		return nil, fmt.Errorf("install wrote no line matching %s to override", pattern)
+	}
+	return re.ReplaceAll(installed, []byte(repl)), nil
+}
+
 // editJSON rewrites a JSON object file through edit.
 func editJSON(file string, edit func(map[string]any) error) error {
 	b, err := os.ReadFile(file)
@@ -491,11 +501,10 @@ var deepseek = &harness{
 			return nil, err
 		}
 		if env.toolTimeout > 0 {
-			re := regexp.MustCompile(`(?m)^(\s+toolCallTimeoutMs:) .*$`)
-			if !re.Match(installed) {
-				return nil, errors.New("install wrote no toolCallTimeoutMs to override")
+			installed, err = overrideLine(installed, `(?m)^(\s+toolCallTimeoutMs:) .*$`, fmt.Sprintf("${1} %d", env.toolTimeout.Milliseconds()))
+			if err != nil {
+				return nil, err
 			}
-			installed = re.ReplaceAll(installed, []byte(fmt.Sprintf("${1} %d", env.toolTimeout.Milliseconds())))
 			if err := os.WriteFile(patch, installed, 0o600); err != nil {
 				return nil, err
 			}
