@@ -425,13 +425,14 @@ func gradeKernelDown(e *evidence, h *harness) (string, string) {
 // mentionsServer returns the first line of a harness's output that is
 // about its MCP servers; a JSON line is the harness's result document
 // for a script (Claude Code's --output-format json), not words to a
-// person, and is skipped.
+// person, and is skipped, and so is the declared model's name, which
+// also says "sharedos".
 func mentionsServer(output string) (string, bool) {
 	for line := range strings.SplitSeq(output, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "{") {
 			continue
 		}
-		if l := strings.ToLower(line); strings.Contains(l, "mcp") || strings.Contains(l, "sharedos") {
+		if l := strings.ToLower(strings.ReplaceAll(line, declaredModel, "")); strings.Contains(l, "mcp") || strings.Contains(l, "sharedos") {
 			return strings.TrimSpace(line), true
 		}
 	}
