@@ -10,13 +10,17 @@ import (
 )
 
 // deepseekFormat is DeepSeek Harness's cordis.patch.yml: a YAML sequence
-// of patch rows. Ours is an `- insert:` row that adds the
-// @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos — never a bare
-// `- id:` row, which would patch an existing plugin instead of adding
-// one. Our row is replaced, appended or cut as a block of lines; the
-// user's rows are never re-serialised. yaml.v3 parses the file before
-// the edit (a broken file is refused) and after it (the edit must read
-// back as the row we meant).
+// of patch rows. Ours is an `- insert:` row whose list holds one entry,
+// the @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos — never a
+// bare `- id:` row, which would patch an existing plugin instead of
+// adding one. The harness spreads an insert's value into its plugin list,
+// so it must be a list: a mapping there stops it at start-up (seen with
+// 0.1.0-rc.8), and a row of that shape, which earlier releases of install
+// wrote, is still found so that a reinstall replaces it. Our row is
+// replaced, appended or cut as a block of lines; the user's rows are
+// never re-serialised. yaml.v3 parses the file before the edit (a broken
+// file is refused) and after it (the edit must read back as the row we
+// meant).
 type deepseekFormat struct{}
 
 const (
@@ -31,15 +35,15 @@ func deepseekRow(e Entry, indent string) string {
 	}
 	lines := []string{
 		"- insert:",
-		"    id: " + deepseekID,
-		"    name: '" + deepseekPlugin + "'",
-		"    config:",
-		"      serverName: " + ServerName,
-		"      transport: stdio",
-		"      command: " + yamlString(e.Command),
-		"      args: [" + strings.Join(args, ", ") + "]",
-		"      failOnStartupError: true",
-		"      toolCallTimeoutMs: " + strconv.Itoa(ToolTimeoutSec*1000),
+		"    - id: " + deepseekID,
+		"      name: '" + deepseekPlugin + "'",
+		"      config:",
+		"        serverName: " + ServerName,
+		"        transport: stdio",
+		"        command: " + yamlString(e.Command),
+		"        args: [" + strings.Join(args, ", ") + "]",
+		"        failOnStartupError: true",
+		"        toolCallTimeoutMs: " + strconv.Itoa(ToolTimeoutSec*1000),
 	}
 	var b strings.Builder
 	for _, l := range lines {
@@ -116,11 +120,26 @@ func yamlGet(m *yaml.Node, key string) *yaml.Node {
 // ourRow returns the index of our insert row, or -1.
 func ourRow(items []*yaml.Node) int {
 	for i, it := range items {
-		if id := yamlGet(yamlGet(it, "insert"), "id"); id != nil && id.Kind == yaml.ScalarNode && id.Value == deepseekID {
+		if ourEntry(it) != nil {
 			return i
 		}
 	}
 	return -1
+}
+
+// ourEntry returns the plugin entry with our id that row inserts: the one
+// item of its insert list, or, in the shape earlier releases wrote, the
+// insert mapping itself; nil when row is not ours. An insert list that
+// holds other entries too is the user's, and not ours to replace.
+func ourEntry(row *yaml.Node) *yaml.Node {
+	entry := yamlGet(row, "insert")
+	if entry != nil && entry.Kind == yaml.SequenceNode && len(entry.Content) == 1 {
+		entry = entry.Content[0]
+	}
+	if id := yamlGet(entry, "id"); id != nil && id.Kind == yaml.ScalarNode && id.Value == deepseekID {
+		return entry
+	}
+	return nil
 }
 
 func rowCommand(row *yaml.Node) string {
@@ -129,7 +148,7 @@ func rowCommand(row *yaml.Node) string {
 
 func rowEntry(row *yaml.Node) Entry {
 	var e Entry
-	config := yamlGet(yamlGet(row, "insert"), "config")
+	config := yamlGet(ourEntry(row), "config")
 	if c := yamlGet(config, "command"); c != nil && c.Kind == yaml.ScalarNode {
 		e.Command = c.Value
 	}
