@@ -1,0 +1,209 @@
+package testoauth
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// MCPOptions configure an MCPServer. At most one of Auth and Token is set;
+// with neither, the server asks for no credentials.
+type MCPOptions struct {
+	// CA serves it over TLS with a certificate of CA; nil is plain http
+	// on loopback.
+	CA *CA
+	// Auth protects it with tokens of that authorization server, bound to
+	// its URL, and serves its protected resource metadata (RFC 9728).
+	Auth *AuthServer
+	// Token protects it with this one bearer token (a token configured in
+	// a header).
+	Token string
+}
+
+// MCPServer is a Streamable HTTP MCP server at /mcp. Its tools:
+//
+//	echo {text}    returns text
+//	slow {}        answers only when its request is cancelled, or after a minute
+//	huge {bytes}   returns a text of that many bytes
+type MCPServer struct {
+	// URL is the MCP endpoint: the upstream's url.
+	URL string
+
+	srv        *httptest.Server
+	opts       MCPOptions
+	handler    atomic.Pointer[mcp.StreamableHTTPHandler]
+	refuseAll  atomic.Bool
+	redirectTo atomic.Pointer[string]
+
+	initializes atomic.Int64
+	mu          sync.Mutex
+	statuses    map[int]int // answers to /mcp by status
+	authHeaders []string    // the Authorization of each request to /mcp
+}
+
+// NewMCPServer starts an MCP server on loopback until the test ends.
+func NewMCPServer(t testing.TB, opts MCPOptions) *MCPServer {
+	t.Helper()
+	s := &MCPServer{opts: opts, statuses: map[int]int{}}
+	s.Restart()
+	mux := http.NewServeMux()
+	var mcpHandler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handler.Load().ServeHTTP(w, r)
+	})
+	switch {
+	case opts.Auth != nil:
+		mcpHandler = auth.RequireBearerToken(func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+			return opts.Auth.Verify(tok, s.URL)
+		}, &auth.RequireBearerTokenOptions{ResourceMetadataURL: "/.well-known/oauth-protected-resource/mcp"})(mcpHandler)
+		mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
+			auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+				Resource: s.URL, AuthorizationServers: []string{opts.Auth.Issuer}, ScopesSupported: []string{"mcp"},
+			}).ServeHTTP(w, r)
+		})
+	case opts.Token != "":
+		mcpHandler = auth.RequireBearerToken(func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+			if tok != opts.Token {
+				return nil, auth.ErrInvalidToken
+			}
+			return &auth.TokenInfo{Expiration: time.Now().Add(time.Hour)}, nil
+		}, nil)(mcpHandler)
+	}
+	mux.Handle("/mcp", s.misbehave(mcpHandler))
+	s.srv = start(t, opts.CA, mux)
+	s.URL = s.srv.URL + "/mcp"
+	return s
+}
+
+// misbehave applies what the test turned on, and counts.
+func (s *MCPServer) misbehave(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.authHeaders = append(s.authHeaders, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		switch {
+		case s.refuseAll.Load():
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			rec.WriteHeader(http.StatusUnauthorized)
+		case s.redirectTo.Load() != nil:
+			http.Redirect(rec, r, *s.redirectTo.Load(), http.StatusTemporaryRedirect)
+		default:
+			next.ServeHTTP(rec, r)
+		}
+		s.mu.Lock()
+		s.statuses[rec.status]++
+		s.mu.Unlock()
+	})
+}
+
+// Restart drops every connection and forgets every session, as a server
+// process that restarted would: a request of an old session is answered
+// 404.
+func (s *MCPServer) Restart() {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "testoauth", Version: "1.0.0"}, nil)
+	s.addTools(srv)
+	s.handler.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	if s.srv != nil {
+		s.srv.CloseClientConnections()
+	}
+}
+
+// RefuseAll makes every request to /mcp answered 401, whatever its token.
+func (s *MCPServer) RefuseAll(on bool) { s.refuseAll.Store(on) }
+
+// RedirectTo makes every request to /mcp answered 307 to url; "" stops it.
+func (s *MCPServer) RedirectTo(url string) {
+	if url == "" {
+		s.redirectTo.Store(nil)
+		return
+	}
+	s.redirectTo.Store(&url)
+}
+
+// Statuses returns how many requests to /mcp were answered with status.
+func (s *MCPServer) Statuses(status int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.statuses[status]
+}
+
+// AuthHeaders returns the Authorization header of every request to /mcp
+// so far, in order.
+func (s *MCPServer) AuthHeaders() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.authHeaders...)
+}
+
+// Initializes is how many sessions were initialized, restarts included.
+func (s *MCPServer) Initializes() int { return int(s.initializes.Load()) }
+
+type textArgs struct {
+	Text string `json:"text"`
+}
+
+type hugeArgs struct {
+	Bytes int `json:"bytes"`
+}
+
+func (s *MCPServer) addTools(srv *mcp.Server) {
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "initialize" {
+				s.initializes.Add(1)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
+			return text(a.Text), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "slow", Description: "Answer when cancelled."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Minute):
+			}
+			return text("slow done"), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "huge", Description: "Return that many bytes."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a hugeArgs) (*mcp.CallToolResult, any, error) {
+			return text(strings.Repeat("x", a.Bytes)), nil, nil
+		})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	once   bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.once {
+		r.status, r.once = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes on the SSE writer's flushes.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
