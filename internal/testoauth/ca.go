@@ -16,6 +16,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -102,6 +104,9 @@ func (ca *CA) leaf(t testing.TB) tls.Certificate {
 func start(t testing.TB, ca *CA, h http.Handler) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(h)
+	// A client refusing the certificate is what some tests are about;
+	// the server's log line for it is noise.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if ca == nil {
 		srv.Start()
 	} else {

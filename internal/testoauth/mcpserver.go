@@ -27,6 +27,9 @@ type MCPOptions struct {
 	// Token protects it with this one bearer token (a token configured in
 	// a header).
 	Token string
+	// JSONResponse answers calls with one JSON body instead of an event
+	// stream.
+	JSONResponse bool
 }
 
 // MCPServer is a Streamable HTTP MCP server at /mcp. Its tools:
@@ -45,16 +48,19 @@ type MCPServer struct {
 	redirectTo atomic.Pointer[string]
 
 	initializes atomic.Int64
+	slowStarted chan struct{}
 	mu          sync.Mutex
-	statuses    map[int]int // answers to /mcp by status
-	authHeaders []string    // the Authorization of each request to /mcp
+	echoDesc    string         // echo's description from the next Restart on
+	statuses    map[int]int    // answers to /mcp by status
+	calls       map[string]int // tool calls by tool
+	authHeaders []string       // the Authorization of each request to /mcp
 }
 
 // NewMCPServer starts an MCP server on loopback until the test ends.
 func NewMCPServer(t testing.TB, opts MCPOptions) *MCPServer {
 	t.Helper()
-	s := &MCPServer{opts: opts, statuses: map[int]int{}}
-	s.Restart()
+	s := &MCPServer{opts: opts, statuses: map[int]int{}, calls: map[string]int{}, slowStarted: make(chan struct{}, 64), echoDesc: "Echo the text back."}
+	s.Forget()
 	mux := http.NewServeMux()
 	var mcpHandler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.handler.Load().ServeHTTP(w, r)
@@ -107,14 +113,37 @@ func (s *MCPServer) misbehave(next http.Handler) http.Handler {
 
 // Restart drops every connection and forgets every session, as a server
 // process that restarted would: a request of an old session is answered
-// 404.
+// 404, and a request in flight is cut.
 func (s *MCPServer) Restart() {
+	s.Forget()
+	s.srv.CloseClientConnections()
+}
+
+// Forget forgets every session but keeps the connections, as a server
+// behind a proxy that restarted would: a request of an old session is
+// answered 404.
+func (s *MCPServer) Forget() {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "testoauth", Version: "1.0.0"}, nil)
 	s.addTools(srv)
-	s.handler.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	if s.srv != nil {
-		s.srv.CloseClientConnections()
-	}
+	s.handler.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: s.opts.JSONResponse}))
+}
+
+// SetEchoDescription changes echo's description from the next Restart on:
+// a server upgraded while it was down.
+func (s *MCPServer) SetEchoDescription(d string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.echoDesc = d
+}
+
+// SlowStarted receives once for every call of slow, when it has started.
+func (s *MCPServer) SlowStarted() <-chan struct{} { return s.slowStarted }
+
+// Calls is how many calls of tool reached the server.
+func (s *MCPServer) Calls(tool string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[tool]
 }
 
 // RefuseAll makes every request to /mcp answered 401, whatever its token.
@@ -158,8 +187,13 @@ type hugeArgs struct {
 func (s *MCPServer) addTools(srv *mcp.Server) {
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "initialize" {
+			switch method {
+			case "initialize":
 				s.initializes.Add(1)
+			case "tools/call":
+				s.mu.Lock()
+				s.calls[req.GetParams().(*mcp.CallToolParamsRaw).Name]++
+				s.mu.Unlock()
 			}
 			return next(ctx, method, req)
 		}
@@ -167,12 +201,16 @@ func (s *MCPServer) addTools(srv *mcp.Server) {
 	text := func(s string) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
+	s.mu.Lock()
+	echoDesc := s.echoDesc
+	s.mu.Unlock()
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: echoDesc},
 		func(_ context.Context, _ *mcp.CallToolRequest, a textArgs) (*mcp.CallToolResult, any, error) {
 			return text(a.Text), nil, nil
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "slow", Description: "Answer when cancelled."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			s.slowStarted <- struct{}{}
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Minute):
