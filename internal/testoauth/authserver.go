@@ -101,8 +101,8 @@ func (as *AuthServer) RevokeRefreshTokens() {
 	}
 }
 
-// Refreshes is how many refresh grants it answered, and the resource
-// parameter of each.
+// Refreshes is how many refresh grants it was asked for, granted or not,
+// and the resource parameter of each.
 func (as *AuthServer) Refreshes() (int, []string) {
 	as.mu.Lock()
 	defer as.mu.Unlock()
@@ -259,15 +259,16 @@ func (as *AuthServer) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case "refresh_token":
-		old := r.PostForm.Get("refresh_token")
+		old, res := r.PostForm.Get("refresh_token"), r.PostForm.Get("resource")
+		as.refreshes++
+		as.resources = append(as.resources, res)
 		g = as.refresh[old]
 		if g == nil || g.revoked || g.client != clientID {
+			// The description echoes the token, as careless servers do:
+			// the kernel must never show it.
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant", "error_description": "the refresh token " + old + " is not valid"})
 			return
 		}
-		res := r.PostForm.Get("resource")
-		as.refreshes++
-		as.resources = append(as.resources, res)
 		if res != "" && res != g.resource {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_target"})
 			return

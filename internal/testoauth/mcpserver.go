@@ -54,6 +54,7 @@ type MCPServer struct {
 	statuses    map[int]int    // answers to /mcp by status
 	calls       map[string]int // tool calls by tool
 	authHeaders []string       // the Authorization of each request to /mcp
+	requests    []string       // "METHOD Status text" of each request to /mcp
 }
 
 // NewMCPServer starts an MCP server on loopback until the test ends.
@@ -107,6 +108,7 @@ func (s *MCPServer) misbehave(next http.Handler) http.Handler {
 		}
 		s.mu.Lock()
 		s.statuses[rec.status]++
+		s.requests = append(s.requests, r.Method+" "+http.StatusText(rec.status))
 		s.mu.Unlock()
 	})
 }
@@ -171,6 +173,14 @@ func (s *MCPServer) AuthHeaders() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.authHeaders...)
+}
+
+// Requests returns each request to /mcp so far as "METHOD Status text"
+// ("POST Unauthorized"), in the order they were answered.
+func (s *MCPServer) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.requests...)
 }
 
 // Initializes is how many sessions were initialized, restarts included.

@@ -35,8 +35,12 @@ func NewRedactor() *Redactor {
 	return &Redactor{values: map[string][]string{}}
 }
 
-// AddSet adds every value of s under its secret's name.
+// AddSet adds every value of s under its secret's name. On a nil
+// *Redactor it does nothing.
 func (r *Redactor) AddSet(s *Set) {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, name := range sortedKeys(s.values) {
@@ -47,8 +51,12 @@ func (r *Redactor) AddSet(s *Set) {
 
 // Add adds value under name ("oauth:github" for an upstream's tokens).
 // Values shorter than MinLength are not matched: they would match
-// ordinary text (Load refuses such secrets).
+// ordinary text (Load refuses such secrets). On a nil *Redactor it does
+// nothing.
 func (r *Redactor) Add(name, value string) {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.add(name, value)
