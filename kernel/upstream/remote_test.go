@@ -297,6 +297,36 @@ func TestAServerThatForgotTheSessionIsInitializedAgainOnceAndTheCallGoesThrough(
 	}
 }
 
+func TestAServerThatRestartedIsInitializedAgainOnceItsStreamLearnsIt(t *testing.T) {
+	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
+	var relisted atomic.Int64
+	r := newTestRemoteSession(t, RemoteOptions{URL: srv.URL}, &relisted)
+	if got, _, err := callEcho(t.Context(), r, "before", nil); err != nil || got != "before" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	live, _, _ := r.current()
+	srv.Restart() // every connection dropped, every session forgotten
+	// The standalone stream reconnects, is answered 404, and ends the
+	// session; the next call is then never sent on it.
+	select {
+	case <-live.ended:
+	case <-t.Context().Done():
+		t.Fatal("the session did not end")
+	}
+	if !errors.Is(live.why, mcp.ErrSessionMissing) {
+		t.Fatalf("the session ended with %v", live.why)
+	}
+	if got, _, err := callEcho(t.Context(), r, "after", nil); err != nil || got != "after" {
+		t.Fatalf("echo after the restart = %q, %v", got, err)
+	}
+	if got := srv.Initializes(); got != 2 {
+		t.Errorf("%d initializations, want 2", got)
+	}
+	if got := srv.Calls("echo"); got != 2 {
+		t.Errorf("the server ran echo %d times, want 2", got)
+	}
+}
+
 func TestACallTheServerMayHaveTakenIsNeverSentAgain(t *testing.T) {
 	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
 	var relisted atomic.Int64
