@@ -210,6 +210,7 @@ type eventBound struct {
 	max     int
 	inEvent int  // bytes of the event read so far
 	lineEnd bool // the last byte read ended a line
+	cr      bool // the last byte read was CR, whose LF does not end another line
 	d       *delivery
 	err     error
 }
@@ -220,15 +221,20 @@ func (e *eventBound) Read(p []byte) (int, error) {
 	}
 	n, err := e.r.Read(p)
 	for _, c := range p[:n] {
+		// Lines end in CR, LF or CR LF; a blank line ends the event.
 		switch {
-		case c == '\n' && e.lineEnd: // a blank line ends the event
-			e.inEvent, e.lineEnd = 0, false
-		case c == '\n':
-			e.lineEnd = true
-			e.inEvent++
-		case c == '\r':
+		case c == '\n' && e.cr:
+			e.cr = false
+		case c == '\r' || c == '\n':
+			if e.lineEnd {
+				e.inEvent, e.lineEnd = 0, false
+			} else {
+				e.lineEnd = true
+				e.inEvent++
+			}
+			e.cr = c == '\r'
 		default:
-			e.lineEnd = false
+			e.lineEnd, e.cr = false, false
 			e.inEvent++
 		}
 		if e.inEvent > e.max {

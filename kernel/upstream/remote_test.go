@@ -440,13 +440,18 @@ func TestScrubURLs(t *testing.T) {
 }
 
 func TestEventBound(t *testing.T) {
-	stream := "data: " + strings.Repeat("a", 50) + "\n\n" + "data: " + strings.Repeat("b", 50) + "\r\n\r\n"
 	d := &delivery{}
-	e := &eventBound{r: bufioReader(stream), c: nopCloser{}, max: 60, d: d}
-	if got, err := readAll(e); err != nil || got != stream {
-		t.Fatalf("events under the bound: %q, %v", got, err)
+	for _, end := range []string{"\n\n", "\r\n\r\n", "\r\r"} {
+		stream := strings.Repeat("data: "+strings.Repeat("a", 50)+end, 10)
+		e := &eventBound{r: bufioReader(stream), c: nopCloser{}, max: 60, d: d}
+		if got, err := readAll(e); err != nil || got != stream {
+			t.Fatalf("events under the bound ending %q: %q, %v", end, got, err)
+		}
 	}
-	e = &eventBound{r: bufioReader("data: " + strings.Repeat("a", 100) + "\n\n"), c: nopCloser{}, max: 60, d: d}
+	if d.wasTooLarge() {
+		t.Fatal("too large under the bound")
+	}
+	e := &eventBound{r: bufioReader("data: " + strings.Repeat("a", 100) + "\n\n"), c: nopCloser{}, max: 60, d: d}
 	if _, err := readAll(e); !errors.Is(err, errAnswerTooLarge) || !d.wasTooLarge() {
 		t.Errorf("an event over the bound: %v", err)
 	}
