@@ -16,18 +16,26 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel/webclient"
 )
 
-// connectRemote connects an SDK client over remoteTransport(o), as the
-// kernel does, with the test's deadline.
+// dialer connects an SDK client over a new remoteTransport(o) at each
+// call, as the kernel does.
+func dialer(o RemoteOptions) func(context.Context) (*mcp.ClientSession, error) {
+	return func(ctx context.Context) (*mcp.ClientSession, error) {
+		tr, err := remoteTransport(o)
+		if err != nil {
+			return nil, err
+		}
+		return mcp.NewClient(&mcp.Implementation{Name: "sharedos-mcp", Version: "test"}, nil).
+			Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	}
+}
+
+// connectRemote connects once, with a deadline, closing the session when
+// the test ends.
 func connectRemote(t *testing.T, o RemoteOptions) (*mcp.ClientSession, error) {
 	t.Helper()
-	tr, err := remoteTransport(o)
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "sharedos-mcp", Version: "test"}, nil)
-	cs, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	cs, err := dialer(o)(ctx)
 	if err == nil {
 		t.Cleanup(func() { cs.Close() })
 	}
@@ -237,14 +245,7 @@ func TestTheSDKEndsASessionTheServerForgot(t *testing.T) {
 // will: reconnecting over a new transport and counting relistings.
 func newTestRemoteSession(t *testing.T, o RemoteOptions, relisted *atomic.Int64) *remoteSession {
 	t.Helper()
-	connect := func(ctx context.Context) (*mcp.ClientSession, error) {
-		tr, err := remoteTransport(o)
-		if err != nil {
-			return nil, err
-		}
-		return mcp.NewClient(&mcp.Implementation{Name: "sharedos-mcp", Version: "test"}, nil).
-			Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
-	}
+	connect := dialer(o)
 	relist := func(ctx context.Context, cs *mcp.ClientSession) error {
 		relisted.Add(1)
 		_, err := cs.ListTools(ctx, nil)
@@ -373,14 +374,7 @@ func TestADefinitionThatChangedAcrossTheRestartIsNotCalled(t *testing.T) {
 
 func TestAFailedReinitializationLosesTheSession(t *testing.T) {
 	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
-	connect := func(ctx context.Context) (*mcp.ClientSession, error) {
-		tr, err := remoteTransport(RemoteOptions{URL: srv.URL})
-		if err != nil {
-			return nil, err
-		}
-		return mcp.NewClient(&mcp.Implementation{Name: "sharedos-mcp", Version: "test"}, nil).
-			Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
-	}
+	connect := dialer(RemoteOptions{URL: srv.URL})
 	cs, err := connect(t.Context())
 	if err != nil {
 		t.Fatal(err)
