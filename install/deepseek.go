@@ -10,14 +10,18 @@ import (
 )
 
 // deepseekFormat is DeepSeek Harness's cordis.patch.yml: a YAML sequence
-// of patch rows. Ours is an `- insert:` row that adds the
-// @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos (a further
-// entry's, mcp-sharedos-NAME) — never a bare
-// `- id:` row, which would patch an existing plugin instead of adding
-// one. Our row is replaced, appended or cut as a block of lines; the
-// user's rows are never re-serialised. yaml.v3 parses the file before
-// the edit (a broken file is refused) and after it (the edit must read
-// back as the row we meant).
+// of patch rows. Ours is an `- insert:` row whose list holds one entry,
+// the @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos (a further
+// entry's, mcp-sharedos-NAME) — never a
+// bare `- id:` row, which would patch an existing plugin instead of
+// adding one. The harness spreads an insert's value into its plugin list,
+// so it must be a list: a mapping there stops it at start-up (seen with
+// 0.1.0-rc.8), and a row of that shape, which earlier releases of install
+// wrote, is still found so that a reinstall replaces it. Our row is
+// replaced, appended or cut as a block of lines; the user's rows are
+// never re-serialised. yaml.v3 parses the file before the edit (a broken
+// file is refused) and after it (the edit must read back as the row we
+// meant).
 type deepseekFormat struct{}
 
 const deepseekPlugin = "@deepseek-ai/dsh-mcp-client"
@@ -32,15 +36,15 @@ func deepseekRow(name string, e Entry, indent string) string {
 	}
 	lines := []string{
 		"- insert:",
-		"    id: " + deepseekID(name),
-		"    name: '" + deepseekPlugin + "'",
-		"    config:",
-		"      serverName: " + name,
-		"      transport: stdio",
-		"      command: " + yamlString(e.Command),
-		"      args: [" + strings.Join(args, ", ") + "]",
-		"      failOnStartupError: true",
-		"      toolCallTimeoutMs: " + strconv.Itoa(ToolTimeoutSec*1000),
+		"    - id: " + deepseekID(name),
+		"      name: '" + deepseekPlugin + "'",
+		"      config:",
+		"        serverName: " + name,
+		"        transport: stdio",
+		"        command: " + yamlString(e.Command),
+		"        args: [" + strings.Join(args, ", ") + "]",
+		"        failOnStartupError: true",
+		"        toolCallTimeoutMs: " + strconv.Itoa(ToolTimeoutSec*1000),
 	}
 	var b strings.Builder
 	for _, l := range lines {
@@ -118,28 +122,44 @@ func yamlGet(m *yaml.Node, key string) *yaml.Node {
 // or -1.
 func ourRow(items []*yaml.Node, name string) int {
 	for i, it := range items {
-		if rowID(it) == deepseekID(name) {
+		if ourEntry(it, name) != nil {
 			return i
 		}
 	}
 	return -1
 }
 
-// rowID is an insert row's plugin id, "" for any other row.
-func rowID(row *yaml.Node) string {
-	if id := yamlGet(yamlGet(row, "insert"), "id"); id != nil && id.Kind == yaml.ScalarNode {
-		return id.Value
+// insertedEntry returns the one plugin entry row inserts: the one item
+// of its insert list, or, in the shape earlier releases wrote, the insert
+// mapping itself, and its id ("" when it has none). An insert list that
+// holds other entries too is the user's, and not ours to replace.
+func insertedEntry(row *yaml.Node) (*yaml.Node, string) {
+	entry := yamlGet(row, "insert")
+	if entry != nil && entry.Kind == yaml.SequenceNode && len(entry.Content) == 1 {
+		entry = entry.Content[0]
 	}
-	return ""
+	if id := yamlGet(entry, "id"); id != nil && id.Kind == yaml.ScalarNode {
+		return entry, id.Value
+	}
+	return nil, ""
 }
 
-func rowCommand(row *yaml.Node) string {
-	return rowEntry(row).Command
+// ourEntry returns the plugin entry of the entry named name that row
+// inserts, nil when row is not that one.
+func ourEntry(row *yaml.Node, name string) *yaml.Node {
+	if entry, id := insertedEntry(row); id == deepseekID(name) {
+		return entry
+	}
+	return nil
 }
 
-func rowEntry(row *yaml.Node) Entry {
+func rowCommand(row *yaml.Node, name string) string {
+	return rowEntry(row, name).Command
+}
+
+func rowEntry(row *yaml.Node, name string) Entry {
 	var e Entry
-	config := yamlGet(yamlGet(row, "insert"), "config")
+	config := yamlGet(ourEntry(row, name), "config")
 	if c := yamlGet(config, "command"); c != nil && c.Kind == yaml.ScalarNode {
 		e.Command = c.Value
 	}
@@ -219,7 +239,7 @@ func (deepseekFormat) merge(src []byte, name string, e Entry) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the edit would not parse (%v): %w", err, ErrUnsupportedLayout)
 	}
-	if i := ourRow(after, name); i < 0 || rowCommand(after[i]) != e.Command {
+	if i := ourRow(after, name); i < 0 || rowCommand(after[i], name) != e.Command {
 		return nil, fmt.Errorf("the edit does not read back: %w", ErrUnsupportedLayout)
 	}
 	return out, nil
@@ -245,7 +265,8 @@ func (deepseekFormat) names(src []byte) ([]string, error) {
 	}
 	var out []string
 	for _, it := range items {
-		if name, ok := strings.CutPrefix(rowID(it), "mcp-"); ok && isOurs(name) {
+		_, id := insertedEntry(it)
+		if name, ok := strings.CutPrefix(id, "mcp-"); ok && isOurs(name) {
 			out = append(out, name)
 		}
 	}
@@ -261,5 +282,5 @@ func (deepseekFormat) inspect(src []byte, name string) (bool, Entry, error) {
 	if i < 0 {
 		return false, Entry{}, nil
 	}
-	return true, rowEntry(items[i]), nil
+	return true, rowEntry(items[i], name), nil
 }

@@ -158,6 +158,14 @@ func TestDeepSeekRows(t *testing.T) {
 		src := "- id: a\n" + old + "\n# about b\n- id: b\n"
 		editCase(t, "deepseek", src, "- id: a\n"+row("")+"\n# about b\n- id: b\n", "- id: a\n\n# about b\n- id: b\n")
 	})
+	t.Run("our row as earlier releases wrote it, a mapping the harness cannot load, is replaced", func(t *testing.T) {
+		old := "- insert:\n    id: mcp-sharedos\n    name: '@deepseek-ai/dsh-mcp-client'\n    config:\n      command: \"/old\"\n"
+		editCase(t, "deepseek", "- id: a\n"+old, "- id: a\n"+row(""), "- id: a\n")
+	})
+	t.Run("an insert list that holds the user's entries too is not ours", func(t *testing.T) {
+		src := "- insert:\n    - id: mcp-sharedos\n    - id: mine\n"
+		editCase(t, "deepseek", src, src+row(""), src)
+	})
 	t.Run("a bare id row with our id is not ours", func(t *testing.T) {
 		editCase(t, "deepseek", "- id: mcp-sharedos\n", "- id: mcp-sharedos\n"+row(""), "- id: mcp-sharedos\n")
 	})

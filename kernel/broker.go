@@ -393,14 +393,16 @@ func newBrokeredTool(ut *upstream.Tool) (*tool, error) {
 
 // runBrokered decides and forwards a call of a brokered tool, after the
 // catalogue, catalogHash, escalation and size checks of run: the
-// resource the arguments name (a placeholder value that would widen it
-// refuses the call before anything reaches the upstream), the live
+// resource the arguments name, read once (a placeholder value that would
+// widen it, or member names a decoder could take for one, refuse the
+// call before anything reaches the upstream), the live
 // grants on it, for a call with an effect the durable tool.authorized,
-// and only then the upstream.
+// and only then the upstream, which receives the arguments of that one
+// reading.
 func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq int64) (call, outcome) {
 	ut := tl.brokered
 	c := call{action: tl.action, upstream: ut.Upstream}
-	res, err := ut.Target(p.Arguments.raw)
+	res, forward, err := ut.Resolve(p.Arguments.raw)
 	if err != nil {
 		return c, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, strings.TrimPrefix(err.Error(), upstream.ErrInvalidArguments.Error()+": "))
 	}
@@ -422,7 +424,7 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 	})) {
 		return c, auditUnavailable(false)
 	}
-	r, err := b.m.Call(ctx, ut, p.Arguments.raw, func(progress, total float64, message string) {
+	r, err := b.m.Call(ctx, ut, forward, func(progress, total float64, message string) {
 		t.progress(p.CallID, progress, total, message)
 	})
 	if err != nil {

@@ -122,8 +122,13 @@ func ExplainFromConfig(c config.Config, stateDir string, p kproto.ExplainParams,
 	if err != nil {
 		return r, err
 	}
-	if r.Tool != "" && strings.Contains(r.Tool, ".") && c.Upstream(strings.SplitN(r.Tool, ".", 2)[0]) != nil {
-		notes = append(notes, "whether the upstream offers this tool, and its definition now, are known only to a running kernel; this is decided from the config")
+	if up, _, ok := strings.Cut(r.Tool, "."); ok {
+		if u := c.Upstream(up); u != nil {
+			notes = append(notes, "whether the upstream offers this tool, and its definition now, are known only to a running kernel; this is decided from the config")
+			if u.HostPaths {
+				notes = append(notes, "decided on each path as named: the running kernel decides an upstream with host_paths on where the path really leads")
+			}
+		}
 	}
 	r.Notes = append(r.Notes, notes...)
 	return r, nil
@@ -243,7 +248,7 @@ func explainTarget(tl *tool, args json.RawMessage) (policy.Resource, outcome) {
 		return policy.Resource{}, failed(kproto.CodeInvalidArguments, "%s: the arguments are not JSON", tl.def.Name)
 	}
 	if tl.brokered != nil {
-		res, err := tl.brokered.Target(args)
+		res, _, err := tl.brokered.Resolve(args)
 		if err != nil {
 			return res, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, strings.TrimPrefix(err.Error(), upstream.ErrInvalidArguments.Error()+": "))
 		}

@@ -123,6 +123,11 @@ func (d *doctor) skip(format string, args ...any) {
 	fmt.Fprintf(d.out, "-       "+format+"\n", args...)
 }
 
+// note reports what is neither right nor wrong but worth knowing.
+func (d *doctor) note(format string, args ...any) {
+	fmt.Fprintf(d.out, "note    "+format+"\n", args...)
+}
+
 func (d *doctor) problem(what, fix string) {
 	d.problems++
 	fmt.Fprintf(d.out, "problem %s\n  fix: %s\n", what, fix)
@@ -366,6 +371,7 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 		d.problem(fmt.Sprintf("%s the entry in %s runs serve without --integration, which serve refuses", label, path), reinstall)
 	}
 	d.entrySocket(label, in, reinstall)
+	d.startsWithoutKernel(label, h)
 	return true
 }
 
@@ -432,6 +438,22 @@ func resolveCommand(command string) (string, error) {
 		return "", err
 	}
 	return filepath.EvalSymlinks(p)
+}
+
+// DialError explains a failed kernelclient.Dial to the socket at path;
+// start is the command that starts a kernel there. When no kernel runs
+// at path it says so, names the socket and says how to start one, in
+// words that stand alone: a harness shows serve's stderr only in its MCP
+// log or status line, where nothing else explains it.
+func DialError(path, start string, err error) error {
+	hint := fmt.Sprintf("start it with '%s', then restart the harness or reconnect its sharedos server: until then the harness has no sharedos tools", start)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return cli.Hintf(fmt.Errorf("no kernel is running at %s: there is no socket", path), "%s", hint)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return cli.Hintf(fmt.Errorf("no kernel is running at %s: nothing listens on the socket a stopped kernel left behind", path), "%s", hint)
+	}
+	return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", DialHint(err))
 }
 
 // DialHint says what to do about an error from kernelclient.Dial.

@@ -53,21 +53,19 @@ type ProgressFunc func(progress, total float64, message string)
 
 var errCallTimeout = errors.New("call timeout")
 
-// Call calls t, from a snapshot, with the arguments of a tools.invoke,
-// and returns its result or a *CallError. The arguments are forwarded in
-// the form whose resource is t.Target(arguments), the one the caller
-// authorized. The call is bounded by the upstream's call_timeout; ending
+// Call calls t, from a snapshot, with the arguments t.Resolve produced,
+// the ones whose resource the caller authorized, and returns its result
+// or a *CallError. The call is bounded by the upstream's call_timeout; ending
 // ctx cancels it. Both send the upstream notifications/cancelled. With a
 // non-nil progress, the call carries a progress token and the upstream's
 // progress notifications are relayed to it.
-func (m *Manager) Call(ctx context.Context, t *Tool, arguments json.RawMessage, progress ProgressFunc) (*Result, error) {
+func (m *Manager) Call(ctx context.Context, t *Tool, args Forward, progress ProgressFunc) (*Result, error) {
 	u := m.byName[t.Upstream]
 	if u == nil {
 		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("no upstream is named %q", t.Upstream)}
 	}
-	_, args, err := t.resolve(arguments)
-	if err != nil {
-		return nil, &CallError{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: %v", t.Name, err), Err: err}
+	if args.raw == nil {
+		return nil, &CallError{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: the arguments were not resolved", t.Name)}
 	}
 	st, s := u.current()
 	if s == nil {
@@ -83,13 +81,13 @@ func (m *Manager) Call(ctx context.Context, t *Tool, arguments json.RawMessage, 
 	return s.call(ctx, t, args, progress)
 }
 
-func (s *session) call(ctx context.Context, t *Tool, args json.RawMessage, progress ProgressFunc) (*Result, error) {
+func (s *session) call(ctx context.Context, t *Tool, args Forward, progress ProgressFunc) (*Result, error) {
 	timeout := s.u.spec.CallTimeout
 	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel) // a session that stops ends its calls
 	defer stop()
-	params := &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: args}
+	params := &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: args.raw}
 	if progress != nil {
 		token := s.addProgress(progress)
 		defer s.removeProgress(token)
@@ -105,6 +103,8 @@ func (s *session) call(ctx context.Context, t *Tool, args json.RawMessage, progr
 			return nil, &CallError{Code: CodeUpstreamTimeout, Message: fmt.Sprintf("%s did not answer within %v", t.Name, timeout), Retryable: true, Err: err}
 		case s.ctx.Err() != nil:
 			return nil, &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s stopped during the call", t.Upstream), Retryable: true, Err: err}
+		case errors.As(err, &wire) && wire.Code == answerTooLarge:
+			return nil, &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s: %s", t.Name, wire.Message), Err: err}
 		case errors.As(err, &wire):
 			return nil, &CallError{Code: CodeUpstreamError, Message: fmt.Sprintf("%s: the upstream answered with error %d: %s", t.Name, wire.Code, shorten(wire.Message, maxErrorText)), Err: err}
 		}
