@@ -361,3 +361,30 @@ func TestOperatorUIDs(t *testing.T) {
 	}
 	c2.expectEOF()
 }
+
+// TestAnApprovedCallIsChargedWhenItRuns: the hook an approved call runs
+// through charges every budget of its decision, or none when one has no
+// room left by then, and says how long until it has.
+func TestAnApprovedCallIsChargedWhenItRuns(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 6, 1, 12, 30, 0, 0, time.UTC)}
+	asking := limited(t, "1/1h", 0)
+	asking.Ask = policy.AskHarness
+	b, err := openBudgets("", zerolog.Nop(), clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Now: clock.Now, budgets: b}
+	s.SetPolicy(Policy{Grants: []policy.Grant{asking}})
+	tn := &turn{s: s, name: "cc", budget: turnCounts{}}
+	c := &call{requested: "files:/public/a.txt"}
+	if o, ok := tn.authorize(c, policy.Resource{Namespace: "files", Path: "/public/a.txt"}, "read", ""); ok || o.code != kproto.CodeApprovalRequired {
+		t.Fatalf("authorize = %+v, %v; want approval_required", o, ok)
+	}
+	if o, ok := tn.chargeApproved(c); !ok {
+		t.Fatalf("the first approved call: %+v", o)
+	}
+	o, ok := tn.chargeApproved(c)
+	if ok || o.code != kproto.CodeRateLimited || o.retryAfter != 30*time.Minute {
+		t.Errorf("a second approved call over the limit: %+v, %v", o, ok)
+	}
+}
