@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -121,8 +121,9 @@ func (b *budgets) load(now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("stat budgets: %w", err)
 	}
-	if err := checkOwnPrivate(b.file, fi); err != nil {
-		return err
+	own := func(uid uint32) bool { return uid == uint32(os.Getuid()) }
+	if err := sockpath.CheckFile(b.file, fi, own); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsafeBudgets, err)
 	}
 	var bf budgetsDoc
 	dec := json.NewDecoder(f)
@@ -137,16 +138,6 @@ func (b *budgets) load(now time.Time) error {
 		if now.Before(c.End) && c.Count > 0 {
 			b.win[budgetKey{c.Grant, c.Integration}] = &window{start: c.Start, end: c.End, count: c.Count}
 		}
-	}
-	return nil
-}
-
-func checkOwnPrivate(p string, fi fs.FileInfo) error {
-	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%s (mode %v): %w", p, fi.Mode().Perm(), ErrUnsafeBudgets)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("%s is owned by uid %d: %w", p, st.Uid, ErrUnsafeBudgets)
 	}
 	return nil
 }

@@ -38,16 +38,9 @@ func runKernelExplain(ctx context.Context, stdio cli.IO, args []string) error {
 	configFile := fs.String("config", "", configHelp+"; read only when no kernel answers")
 	root := fs.String("root", "", "files root `dir`, as you would pass it to the kernel; read only when no kernel answers")
 	socket := fs.String("socket", "", "kernel socket `path` (default as for serve)")
-	var pos []string
-	rest := args
-	for {
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
 	}
 	const usage = "give the tool and, optionally, its arguments as one JSON object, e.g. kernel explain --integration claude-code files.read '{\"path\":\"/docs/a.md\"}'"
 	switch {
