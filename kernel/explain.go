@@ -35,8 +35,11 @@ var ErrInvalidIntegration = errors.New("invalid integration name: use 1-64 lette
 // calling any upstream: kernel.explain's answer. A turn_limit is counted
 // as in a new turn.
 func (s *Server) Explain(p kproto.ExplainParams) (kproto.ExplainResult, error) {
-	pol := s.currentPolicy()
-	return explain(pol, s.budgets, s.Config.File, p, s.Now(), s.findTool)
+	b := s.budgets
+	if b == nil { // not serving yet: nothing has been charged
+		b, _ = openBudgets("", s.Log, s.now())
+	}
+	return explain(s.currentPolicy(), b, s.Config.File, p, s.now(), s.findTool)
 }
 
 // findTool finds a tool of this kernel by name: a built-in one, or one a
