@@ -414,7 +414,9 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 		t.progress(p.CallID, progress, total, message)
 	})
 	if err != nil {
-		return c, brokeredFailure(err)
+		o := brokeredFailure(err)
+		o.acted = effect && !upstream.NotSent(err)
+		return c, o
 	}
 	o := outcome{status: kproto.StatusSucceeded, content: r.Content, acted: effect}
 	if r.StructuredContent != nil {
