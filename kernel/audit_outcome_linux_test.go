@@ -31,14 +31,16 @@ type fullDisk struct {
 	page   int64
 }
 
-// mountFullDisk mounts a tmpfs for the test, or skips it when it cannot.
-func mountFullDisk(t *testing.T) *fullDisk {
+// mountTmpfs mounts a tmpfs of size bytes (a mount option: "256k") on a
+// directory of the test's, until it ends, or skips the test when it
+// cannot.
+func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs for the audit log needs root; skipped")
 	}
 	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
 		t.Skipf("cannot mount a tmpfs (%v); skipped", err)
 	}
 	t.Cleanup(func() {
@@ -46,6 +48,13 @@ func mountFullDisk(t *testing.T) *fullDisk {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
+	return dir
+}
+
+// mountFullDisk mounts the tmpfs for a fullDisk.
+func mountFullDisk(t *testing.T) *fullDisk {
+	t.Helper()
+	dir := mountTmpfs(t, "1m")
 	return &fullDisk{t: t, dir: dir, log: filepath.Join(dir, "audit.jsonl"), filler: filepath.Join(dir, "filler"), page: int64(os.Getpagesize())}
 }
 
