@@ -40,7 +40,10 @@ type Tool struct {
 	Annotations *hashing.Annotations
 	Action      string          // the grant action a call needs
 	Resource    policy.Template // the resource a call acts on, in the upstream's namespace
-	Hash        string          // SHA-256 of the definition, as pinned
+	// Arguments says what the input schema holds for each placeholder of
+	// Resource, in its order.
+	Arguments []Argument
+	Hash      string // SHA-256 of the definition, as pinned
 	// host resolves the resource's path placeholders on this host, for an
 	// upstream configured with host_paths; nil otherwise. hostDir is the
 	// directory a relative path is taken from there.
@@ -251,7 +254,7 @@ func judgeOne(spec *Spec, mt *mcp.Tool, name string) listed {
 	}
 	t := &Tool{
 		Name: name, Upstream: spec.Name, UpstreamTool: mt.Name, Description: mt.Description, InputSchema: in,
-		Action: ts.Action, Resource: ts.Resource, Hash: def.sha,
+		Action: ts.Action, Resource: ts.Resource, Arguments: placeholderArguments(ts.Resource, in), Hash: def.sha,
 	}
 	if spec.HostPaths {
 		t.host, t.hostDir = hostPath(spec.Dir), spec.Dir
