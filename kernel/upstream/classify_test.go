@@ -68,3 +68,21 @@ func TestAReloadThatChangesHowAToolIsAuthorizedReclassifiesIt(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifiedByAllocatesNothing: every brokered call asks it, so the
+// common answer (nothing changed) costs no allocation.
+func TestClassifiedByAllocatesNothing(t *testing.T) {
+	u := upstreamTable{name: "fs", command: "x", cwd: "/srv", hostPaths: true, tool: "read_file", action: "read", resource: "/{path:path}"}
+	spec := mustSpec(t, u.toml())
+	ls := judge(&spec, []*mcp.Tool{tool("read_file", "Read.", map[string]any{"path": map[string]any{"type": "string"}})})
+	if ls[0].tool == nil {
+		t.Fatalf("withheld: %+v", ls[0].withheld)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if !ls[0].tool.ClassifiedBy(&spec) {
+			t.Fatal("not classified by its own spec")
+		}
+	}); n != 0 {
+		t.Errorf("ClassifiedBy allocates %v times per call, want 0", n)
+	}
+}

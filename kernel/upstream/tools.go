@@ -63,10 +63,11 @@ func (t *Tool) ClassifiedBy(spec *Spec) bool {
 	if !ok || spec.Name != t.Upstream || ts.Action != t.Action || ts.Resource.String() != t.Resource.String() {
 		return false
 	}
-	if !slices.ContainsFunc(t.Resource.Placeholders(), func(p policy.Placeholder) bool { return p.Kind == policy.KindPath }) {
+	if spec.HostPaths == (t.host != nil) && (!spec.HostPaths || spec.Dir == t.hostDir) {
 		return true
 	}
-	return spec.HostPaths == (t.host != nil) && (!spec.HostPaths || spec.Dir == t.hostDir)
+	// Paths are resolved otherwise now, which only a {name:path} reads.
+	return !slices.ContainsFunc(t.Resource.Placeholders(), func(p policy.Placeholder) bool { return p.Kind == policy.KindPath })
 }
 
 // ReadWrite is the definition's readWrite: "read" for the actions that
