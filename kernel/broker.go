@@ -392,16 +392,19 @@ func newBrokeredTool(ut *upstream.Tool) (*tool, error) {
 }
 
 // runBrokered decides and forwards a call of a brokered tool, after the
-// catalogue, catalogHash, escalation and size checks of run: the
-// resource the arguments name, read once (a placeholder value that would
-// widen it, or member names a decoder could take for one, refuse the
-// call before anything reaches the upstream), the live
-// grants on it, for a call with an effect the durable tool.authorized,
-// and only then the upstream, which receives the arguments of that one
-// reading.
+// catalogue, catalogHash, escalation and size checks of run: the tool as
+// its upstream is configured now (brokerNow), the resource the arguments
+// name, read once (a placeholder value that would widen it, or member
+// names a decoder could take for one, refuse the call before anything
+// reaches the upstream), the live grants on it, for a call with an
+// effect the durable tool.authorized, and only then the upstream, which
+// receives the arguments of that one reading.
 func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq int64) (call, outcome) {
 	ut := tl.brokered
-	c := call{action: tl.action, upstream: ut.Upstream}
+	b, c, refused := t.brokerNow(tl)
+	if b == nil {
+		return c, refused
+	}
 	res, forward, err := ut.Resolve(p.Arguments.raw)
 	if err != nil {
 		return c, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, strings.TrimPrefix(err.Error(), upstream.ErrInvalidArguments.Error()+": "))
@@ -412,10 +415,6 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 	}
 	if ctx.Err() != nil {
 		return c, failed(kproto.CodeCancelled, "cancelled")
-	}
-	b := t.s.brokers.set.Load().get(ut.Upstream)
-	if b == nil {
-		return c, denied(kproto.CodeToolUnavailable, "%s is no longer served: its upstream %s was removed from the kernel's config", tl.def.Name, ut.Upstream)
 	}
 	effect := tl.hasEffect()
 	if effect && !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
@@ -428,7 +427,9 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 		t.progress(p.CallID, progress, total, message)
 	})
 	if err != nil {
-		return c, brokeredFailure(err)
+		o := brokeredFailure(err)
+		o.acted = effect && !upstream.NotSent(err)
+		return c, o
 	}
 	o := outcome{status: kproto.StatusSucceeded, content: r.Content, acted: effect}
 	if r.StructuredContent != nil {

@@ -231,8 +231,9 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 
 // record appends ev to the audit log and reports whether it was written.
 // A failure does not stop the kernel: whoever asked refuses what the
-// record was for (a call is answered audit_unavailable, a turn that
-// cannot be opened is closed), and the next record tries the log again,
+// record was for (a call is answered audit_unavailable, or
+// outcome_unrecorded once it acted; a turn that cannot be opened is
+// closed), and the next record tries the log again,
 // so the kernel serves as soon as the log can be written
 // (docs/adr/0008-authorize-the-opened-object.md).
 func (s *Server) record(ev audit.Event) bool {

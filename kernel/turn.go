@@ -431,6 +431,11 @@ const (
 // record could not be written; retrying once the log works can succeed.
 const codeAuditUnavailable = "audit_unavailable"
 
+// codeOutcomeUnrecorded answers a call that acted, or may have, whose
+// outcome could not be recorded: its result is withheld, and it is never
+// retryable, since doing it again would act twice (docs/adr/0035).
+const codeOutcomeUnrecorded = "outcome_unrecorded"
+
 // invokeParams is tools.invoke's params as the kernel decodes them
 // (decodeInvokeParams).
 type invokeParams struct {
@@ -670,14 +675,18 @@ func requestedIfOther(c call) string {
 }
 
 // auditUnavailable answers a call whose record could not be written.
-// acted says the call had already changed something when the record of
-// its outcome failed; its decision was recorded before it acted.
+// acted says the call had already changed something, or may have, when
+// the record of its outcome failed; its decision was recorded before it
+// acted, and it is answered outcome_unrecorded, never retryable: a model
+// told to try again would do it twice. Otherwise nothing was done, and
+// trying again once the log works can succeed.
 func auditUnavailable(acted bool) outcome {
-	o := failed(codeAuditUnavailable, "the audit log cannot be written, so the kernel refuses calls until it can; nothing was done. Try again later.")
 	if acted {
-		o.message = "the call was carried out, but its outcome could not be recorded: the audit log cannot be written, and the kernel refuses calls until it can."
+		return failed(codeOutcomeUnrecorded, "the call was carried out, or reached what it acts on and may have been, "+
+			"but its outcome could not be recorded: the audit log cannot be written, so its result is withheld. "+
+			"Do not repeat it: check whether it took effect first. The kernel refuses calls until the log can be written.")
 	}
-	return o
+	return failed(codeAuditUnavailable, "the audit log cannot be written, so the kernel refuses calls until it can; nothing was done. Try again later.")
 }
 
 // answer records a call's outcome and then writes its result. Nothing is
@@ -746,10 +755,11 @@ func resultOf(o outcome) kproto.InvokeResult {
 		r.Content = o.content
 	}
 	retry := o.code == codeAuditUnavailable || o.retryable
-	if r.Status == kproto.StatusDenied || retry {
+	if r.Status == kproto.StatusDenied || retry || o.code == codeOutcomeUnrecorded {
 		// A refusal stands until the grants change; retrying the same
 		// call cannot help. A log that cannot be written may work again,
-		// and a limit's window ends.
+		// and a limit's window ends. A call that acted is said not to be
+		// retryable in so many words.
 		r.Retryable = &retry
 	}
 	if o.retryAfter > 0 {

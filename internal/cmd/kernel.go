@@ -62,9 +62,9 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			"  kernel service install|uninstall|status   run the kernel as a service of this user\n\n"+
 			"SIGHUP reloads the config: new grants, allow_uids and allow_hard_links take effect at once,\n"+
 			"in open turns too, and new turns see the [[upstream]] servers as now configured (added ones\n"+
-			"started, removed ones stopped, changed ones restarted); a config that does not load is refused\n"+
-			"and the old one kept. The socket, the audit log, the files root and state_dir change only with\n"+
-			"a restart.")
+			"started, removed ones stopped, changed ones restarted); an open turn's call of a brokered tool\n"+
+			"whose action or resource changed is refused. A config that does not load is refused and the old\n"+
+			"one kept. The socket, the audit log, the files root and state_dir change only with a restart.")
 	configFile := fs.String("config", "", configHelp)
 	socket := fs.String("socket", "", "socket `path` to listen on (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	root := fs.String("root", "", "files root `dir` (overrides the config's; without a config file the default is the current directory)")
@@ -268,7 +268,8 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 			"integration may do: each tool, on which resources, with which action, until when. Exits 1\n"+
 			"when the config does not load, when a grant can never match (expired, or reaching no tool)\n"+
 			"and when it grants nothing. Warns, without failing, about a subject no installed harness\n"+
-			"entry announces and an installed integration no grant names.")
+			"entry announces, an installed integration no grant names and, once a kernel has run the\n"+
+			"upstreams, a placeholder {name} whose argument takes a path or a URL ({name:path}, {name:url}).")
 	configFile := fs.String("config", "", configHelp)
 	root := fs.String("root", "", "files root `dir`, as you would pass it to the kernel")
 	if err := parseFlags(fs, args); err != nil {

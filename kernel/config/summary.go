@@ -132,7 +132,9 @@ func (c Config) Upstream(name string) *upstream.Spec {
 // CheckUpstreamReport adds what a running kernel found once its
 // upstreams ran (r, from status.Read): each tool it does not
 // publish, and why, as a problem, and each upstream that is not ready as
-// a warning. Only upstreams the config still names are looked at.
+// a warning, and so is a plain placeholder whose argument the tool's
+// schema says takes a path or a URL (typedAdvice). Only upstreams the
+// config still names are looked at.
 func (s *Summary) CheckUpstreamReport(c Config, r status.Report) {
 	when := r.Written.UTC().Format(time.RFC3339)
 	for _, st := range r.Upstreams {
@@ -151,7 +153,39 @@ func (s *Summary) CheckUpstreamReport(c Config, r status.Report) {
 		for _, w := range st.Withheld {
 			s.Problems = append(s.Problems, Finding{where, fmt.Sprintf("%s is not published (%s): %s (as the kernel reported at %s)", w.Name, w.Reason, w.Detail, when)})
 		}
+		for _, p := range st.Published {
+			for _, a := range p.Arguments {
+				if a.Kind == "segment" && a.Takes != "" {
+					s.Warnings = append(s.Warnings, Finding{where, fmt.Sprintf("%s (as the kernel reported at %s)", typedAdvice(&c.Upstreams[i], p, a), when)})
+				}
+			}
+		}
 	}
+}
+
+// typedAdvice says why a plain placeholder on an argument that takes a
+// path or a URL refuses what the tool is for, and which typed
+// placeholder to write instead.
+func typedAdvice(u *upstream.Spec, p status.Published, a status.Argument) string {
+	what, by := "a path", "its "+a.By
+	if a.Takes == upstream.TakesURL {
+		what = "a URL"
+	}
+	if a.By == "format" {
+		by = fmt.Sprintf("its format %q", a.Format)
+	}
+	plain, typed := "{"+a.Name+"}", "{"+a.Name+":"+a.Takes+"}"
+	msg := fmt.Sprintf("%s: placeholder %s fills one segment, but the tool's schema says by %s that its argument takes %s, so a value with '/' in it is refused before the server sees it",
+		p.Name, plain, by, what)
+	if _, tmpl, _ := strings.Cut(p.Resource, ":"); strings.HasSuffix(tmpl, plain) {
+		msg += fmt.Sprintf(": use resource = %q", strings.TrimSuffix(tmpl, plain)+typed)
+	} else {
+		msg += fmt.Sprintf(": use %s, as the resource's last segment", typed)
+	}
+	if a.Takes == upstream.TakesPath && !u.HostPaths {
+		msg += ", and host_paths = true if the server opens that path on this host"
+	}
+	return msg
 }
 
 // CheckInstalled adds warnings about how the grants and the installed
