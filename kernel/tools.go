@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/clip"
@@ -60,8 +61,10 @@ type outcome struct {
 	// upstream may have received it, whatever it answered.
 	acted bool
 	// retryable says the same call may succeed later (a brokered call
-	// that timed out, an upstream restarting).
-	retryable bool
+	// that timed out, an upstream restarting, a limit whose window ends);
+	// retryAfter, when set, says after how long.
+	retryable  bool
+	retryAfter time.Duration
 }
 
 func succeeded(output any, text string) outcome {

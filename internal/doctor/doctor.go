@@ -321,11 +321,11 @@ func (d *doctor) harnesses(entries []install.Installed, errs []error, exe string
 }
 
 // sameFileAs returns the index of an earlier entry of the same harness
-// that reads the same file (the project scope, when doctor runs in the
-// home directory), or -1.
+// and name that reads the same file (the project scope, when doctor runs
+// in the home directory), or -1.
 func sameFileAs(entries []install.Installed, i int) int {
 	for j := range i {
-		if entries[j].Harness.ID == entries[i].Harness.ID && entries[i].Path != "" && entries[j].Path == entries[i].Path {
+		if entries[j].Harness.ID == entries[i].Harness.ID && entries[j].Name == entries[i].Name && entries[i].Path != "" && entries[j].Path == entries[i].Path {
 			return j
 		}
 	}
@@ -336,6 +336,10 @@ func sameFileAs(entries []install.Installed, i int) int {
 func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 	h, scope, path := in.Harness, in.Scope, in.Path
 	label := fmt.Sprintf("%s %s:", h.ID, scope)
+	if in.Name != install.ServerName {
+		// A further entry, a subagent's (install --integration NAME).
+		label = fmt.Sprintf("%s %s %s:", h.ID, scope, in.Name)
+	}
 	reinstall := fmt.Sprintf("%s install %s --scope %s (with the --socket and --integration you used)", prog, h.ID, scope)
 	switch {
 	case err != nil && path == "":
@@ -348,7 +352,7 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 		d.skip("%s not installed (%s)", label, path)
 		return false
 	case in.Entry.Command == "":
-		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, install.ServerName, path), reinstall)
+		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, in.Name, path), reinstall)
 		return true
 	}
 	command := in.Entry.Command

@@ -31,6 +31,33 @@ type Summary struct {
 	// their tools are known before they run, and how those are
 	// authorized.
 	Upstreams []UpstreamSummary
+	// Children are the integrations with a parent, in config order: what
+	// each may do in effect.
+	Children []ChildSummary
+}
+
+// ChildSummary is what a child integration may do in effect: each row of
+// its own grants narrowed to what every ancestor may do too (the
+// intersection a call of the child is decided on).
+type ChildSummary struct {
+	Name  string
+	Chain []string // the child, its parent, ... its root
+	Where string   // Config.IntegrationRef
+	Rows  []EffectiveRow
+	// Proved is set when every row was checked to lie within a grant of
+	// each ancestor that gives its action (policy.Scope.Within): nothing
+	// the child may do is beyond its ancestors.
+	Proved bool
+}
+
+// EffectiveRow is one tool a child may call in effect, on which
+// resources, until when, and the grant that allows it at each level.
+type EffectiveRow struct {
+	Tool, Action string
+	Scope        policy.Scope
+	Expires      time.Time // the earliest expiry of its grants; zero: never
+	Grants       []int     // the child's grant, then one per ancestor
+	Ask          string    // the strictest ask of its grants
 }
 
 // UpstreamSummary is one [[upstream]] as the config describes it.
@@ -72,6 +99,10 @@ type Allowance struct {
 	Descendants bool      // the resource and everything beneath it
 	Expires     time.Time // zero: never
 	Grant       int       // index in Config.Grants
+	// The grant's ask, limit and turn_limit.
+	Ask       string
+	Limit     policy.Limit
+	TurnLimit int
 }
 
 // Finding is one problem or warning. Where names the grant
