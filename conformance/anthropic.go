@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -12,9 +13,11 @@ import (
 type anthropic struct{}
 
 type anthropicRequest struct {
-	Stream bool `json:"stream"`
+	Stream bool            `json:"stream"`
+	System json.RawMessage `json:"system"`
 	Tools  []struct {
-		Name string `json:"name"`
+		Name         string `json:"name"`
+		DeferLoading bool   `json:"defer_loading"`
 	} `json:"tools"`
 	Messages []struct {
 		Role    string          `json:"role"`
@@ -28,6 +31,32 @@ type anthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	Text      string          `json:"text"`
+}
+
+// deferredMarker opens the list of tools Claude Code defers behind its
+// ToolSearch tool (in the system prompt or a system message), one name a
+// line up to a blank line. Such a tool is not declared to the model
+// until ToolSearch returns a tool_reference to it; until then the model
+// knows only its name.
+const deferredMarker = "deferred tools are now available via ToolSearch"
+
+// deferredNames reads the names listed after deferredMarker in text.
+func deferredNames(text string) []string {
+	i := strings.Index(text, deferredMarker)
+	if i < 0 {
+		return nil
+	}
+	var names []string
+	_, list, _ := strings.Cut(text[i:], "\n")
+	for line := range strings.SplitSeq(list, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.ContainsAny(line, " \t") {
+			break
+		}
+		names = append(names, line)
+	}
+	return names
 }
 
 func (anthropic) parse(r *http.Request, body []byte) (parsedRequest, bool, error) {
@@ -39,12 +68,23 @@ func (anthropic) parse(r *http.Request, body []byte) (parsedRequest, bool, error
 		return parsedRequest{}, true, fmt.Errorf("decode messages request: %w", err)
 	}
 	p := parsedRequest{stream: req.Stream}
+	// A deferred tool (defer_loading) is declared to the model only once a
+	// tool_reference in the conversation has loaded it.
+	var deferred []string
 	for _, t := range req.Tools {
+		if t.DeferLoading {
+			deferred = append(deferred, t.Name)
+			continue
+		}
 		p.tools = append(p.tools, t.Name)
 	}
+	p.deferred = append(p.deferred, deferredNames(textOf(req.System))...)
 	for i, msg := range req.Messages {
 		var blocks []anthropicBlock
 		if len(msg.Content) == 0 || msg.Content[0] != '[' {
+			if msg.Role == "system" {
+				p.deferred = append(p.deferred, deferredNames(textOf(msg.Content))...)
+			}
 			continue
 		}
 		if err := json.Unmarshal(msg.Content, &blocks); err != nil {
@@ -52,13 +92,27 @@ func (anthropic) parse(r *http.Request, body []byte) (parsedRequest, bool, error
 		}
 		for _, b := range blocks {
 			switch {
+			case b.Type == "text" && msg.Role != "assistant":
+				p.deferred = append(p.deferred, deferredNames(b.Text)...)
 			case msg.Role == "assistant" && b.Type == "tool_use":
 				p.noteCall(b.ID)
 			case msg.Role == "user" && b.Type == "tool_result":
 				p.noteResult(b.ToolUseID, b.IsError, textOf(b.Content))
+				var refs []struct {
+					Type     string `json:"type"`
+					ToolName string `json:"tool_name"`
+				}
+				if json.Unmarshal(b.Content, &refs) == nil {
+					for _, r := range refs {
+						if r.Type == "tool_reference" && slices.Contains(deferred, r.ToolName) && !slices.Contains(p.tools, r.ToolName) {
+							p.tools = append(p.tools, r.ToolName)
+						}
+					}
+				}
 			}
 		}
 	}
+	p.deferred = slices.DeleteFunc(p.deferred, func(n string) bool { return slices.Contains(p.tools, n) })
 	return p, true, nil
 }
 

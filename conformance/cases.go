@@ -22,6 +22,11 @@ const (
 	gradeFail         = "fail"
 	gradeNotExercised = "not exercised"
 	gradeUnavailable  = "not available"
+	// gradeCarriesOn: with the kernel down, the harness ran the turn
+	// without the server instead of refusing to start. That is the
+	// harness's choice, not a fault of the shim; doctor and the install
+	// guides say which harnesses make it.
+	gradeCarriesOn = "carries on without it"
 )
 
 // The files root every case starts from (kernel.toml grants on it).
@@ -55,6 +60,8 @@ type evidence struct {
 	root      string     // the files root after the run
 	exitErr   error      // the harness process's exit
 	stdout    string
+	output    string                  // stdout and stderr, as a person running the harness sees them
+	sock      string                  // the socket install pointed the entry at
 	upstream  []testupstream.Recorded // the calls the brokered test upstream received
 }
 
@@ -129,7 +136,10 @@ type Case struct {
 	// harness's tool-call timeout that install wrote.
 	Hold        func(kproto.InvokeParams) bool
 	ToolTimeout time.Duration
-	grade       func(e *evidence, h *harness) (string, string)
+	// NoKernel: no kernel listens on the socket install wrote, so serve
+	// fails at start-up.
+	NoKernel bool
+	grade    func(e *evidence, h *harness) (string, string)
 }
 
 // heldPath is the file the cancellation case reads; the hold proxy keeps
@@ -322,6 +332,12 @@ var cases = []Case{
 		},
 	},
 	{
+		ID: "kernel-down", Title: "no kernel running when the harness starts",
+		Steps:    [][]Call{{read("/granted/readme.txt")}},
+		NoKernel: true,
+		grade:    gradeKernelDown,
+	},
+	{
 		ID: "cancellation", Title: "cancellation / harness timeout",
 		Steps: [][]Call{{read(heldPath)}},
 		Hold: func(p kproto.InvokeParams) bool {
@@ -370,6 +386,57 @@ func gradeCancellation(e *evidence, h *harness) (string, string) {
 	}
 	return gradePass, fmt.Sprintf("the kernel saw call.cancel for %s %.1fs after the call; the model saw an error result (%s) and the turn ended with the final answer",
 		call.CallID, call.CancelledAt.Sub(call.At).Seconds(), clip(res.Text))
+}
+
+// gradeKernelDown grades a harness started while no kernel runs, so
+// serve exits at once with its error on stderr: pass when the harness
+// refuses to start (exits non-zero without finishing a turn); "carries on
+// without it" when it runs the turn without the kernel's tools. Either
+// way the detail says whether serve's error, which names the socket,
+// reached what the harness printed.
+func gradeKernelDown(e *evidence, h *harness) (string, string) {
+	if len(e.audit) > 0 {
+		return gradeFail, "the kernel's audit log has records, but no kernel was started"
+	}
+	shown := "it printed nothing of serve's error"
+	if i := strings.Index(e.output, e.sock); i >= 0 {
+		line := e.output[strings.LastIndex(e.output[:i], "\n")+1:]
+		line, _, _ = strings.Cut(line, "\n")
+		shown = "it printed serve's error: " + clip(line)
+	} else if line, ok := mentionsServer(e.output); ok {
+		shown += ", only: " + clip(line)
+	}
+	ranTurn := strings.Contains(e.output, finalAnswer)
+	switch {
+	case offersManaged(e.offeredTools()):
+		return gradeFail, "the kernel's tools were offered to the model although no kernel runs"
+	case e.exitErr != nil && !ranTurn:
+		return gradePass, "refused to start; " + shown
+	case !ranTurn:
+		return gradeFail, "exited 0 without running the turn; " + shown
+	}
+	exit := "exit 0"
+	if e.exitErr != nil {
+		exit = e.exitErr.Error()
+	}
+	return gradeCarriesOn, fmt.Sprintf("ran the turn to its final answer (%s) with none of the kernel's tools offered to the model; %s", exit, shown)
+}
+
+// mentionsServer returns the first line of a harness's output that is
+// about its MCP servers; a JSON line is the harness's result document
+// for a script (Claude Code's --output-format json), not words to a
+// person, and is skipped, and so is the declared model's name, which
+// also says "sharedos".
+func mentionsServer(output string) (string, bool) {
+	for line := range strings.SplitSeq(output, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "{") {
+			continue
+		}
+		if l := strings.ToLower(strings.ReplaceAll(line, declaredModel, "")); strings.Contains(l, "mcp") || strings.Contains(l, "sharedos") {
+			return strings.TrimSpace(line), true
+		}
+	}
+	return "", false
 }
 
 // mentionsTimeout reports whether a result's text says the call timed out

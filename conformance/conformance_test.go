@@ -15,7 +15,10 @@ import (
 // included (Claude Code times the held call out after 2 s and cancels it),
 // except one that asks for a tool Claude Code does not offer: Claude Code
 // refuses that call itself, so the kernel is never asked and the case is
-// "not exercised".
+// "not exercised"; and one started while no kernel runs, which Claude
+// Code carries on without. Claude Code without --bare, which names the
+// MCP tools and declares them only through ToolSearch, plays a one-call
+// and a two-call turn the same way.
 func TestClaudeCodeColumn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives the claude CLI end to end")
@@ -29,28 +32,45 @@ func TestClaudeCodeColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin, err := buildBinary(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := runColumn(ctx, claudeCode, cli, cases, options{bin: bin, caseTimeout: time.Minute, parallel: 2})
-	var m Manifest
-	m.ToolPolicy = claudeCode.Policy
-	m.summarize(results)
-	for i, r := range results {
-		c := cases[i]
-		switch {
-		case r.Grade == gradePass:
-		case r.Grade == gradeNotExercised && !offersAll(r.Offered, c.Steps):
-			t.Logf("%s: not exercised, as expected for a tool Claude Code does not offer: %s", c.ID, r.Detail)
-		default:
-			t.Errorf("%s: %s: %s", c.ID, r.Grade, r.Detail)
-		}
+	toolSearchCases, err := selectCases("read-outside,escalation")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if m.CatalogHash == "" || len(m.PolicyViolations) > 0 {
-		t.Errorf("manifest: catalogHash %q, tools outside the strict policy %v", m.CatalogHash, m.PolicyViolations)
+	for _, col := range []struct {
+		h     *harness
+		cases []Case
+	}{{claudeCode, cases}, {claudeCodeToolSearch, toolSearchCases}} {
+		t.Run(col.h.ID, func(t *testing.T) {
+			results := runColumn(ctx, col.h, cli, col.cases, options{bin: bin, caseTimeout: time.Minute, parallel: 2})
+			var m Manifest
+			m.ToolPolicy, m.ProxyTools = col.h.Policy, col.h.proxyTools
+			m.summarize(results)
+			for i, r := range results {
+				c := col.cases[i]
+				switch {
+				case c.NoKernel:
+					// docs/install/claude-code.md and doctor say Claude Code
+					// runs on without the server; this keeps them true.
+					if r.Grade != gradeCarriesOn {
+						t.Errorf("%s: %s: %s; docs/install/claude-code.md and doctor say Claude Code carries on without the server", c.ID, r.Grade, r.Detail)
+					}
+				case r.Grade == gradePass:
+				case r.Grade == gradeNotExercised && !offersAll(r.Offered, c.Steps):
+					t.Logf("%s: not exercised, as expected for a tool Claude Code does not offer: %s", c.ID, r.Detail)
+				default:
+					t.Errorf("%s: %s: %s", c.ID, r.Grade, r.Detail)
+				}
+			}
+			if m.CatalogHash == "" || len(m.PolicyViolations) > 0 {
+				t.Errorf("manifest: catalogHash %q, tools outside the strict policy %v", m.CatalogHash, m.PolicyViolations)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,11 +74,14 @@ type caseEnv struct {
 
 // harness drives one coding CLI.
 type harness struct {
-	ID     string // install id and integration name
-	Title  string
-	Exe    string // executable name
-	Client string // how its MCP client is provided
-	Policy ToolPolicy
+	ID string // the column's id; also the install id unless Install is set
+	// Install is the id `sharedos-mcp install` knows the harness by, when
+	// the column is one of several ways to run it.
+	Install string
+	Title   string
+	Exe     string // executable name
+	Client  string // how its MCP client is provided
+	Policy  ToolPolicy
 	// IsErrorFlag is true when the harness's model API carries a result's
 	// isError to the model; otherwise a refusal is recognised by its code
 	// in the result text.
@@ -94,21 +99,58 @@ type harness struct {
 	// nodeBeside: the harness runs on the node installed next to it in
 	// the npm prefix rather than the one on PATH.
 	nodeBeside bool
+	// npmDir, when set, is the directory under the npm prefix that the
+	// harness is installed in with a prefix of its own (its dependencies
+	// cannot share one with the others).
+	npmDir string
 	// proxy, when set, is the one tool through which the harness reaches
 	// every MCP tool (Pi's adapter); otherwise the kernel's tools are
 	// offered one by one.
 	proxy string
+	// loader, when set, is the harness's tool that declares a deferred
+	// tool to the model (Claude Code's ToolSearch), and load the call to
+	// it that loads the named tools.
+	loader string
+	load   func(names []string) exposedCall
 	// command builds the harness invocation after install has run.
 	command func(env *caseEnv) (*exec.Cmd, error)
 }
 
+// installID is the id install and the kernel know the harness by.
+func (h *harness) installID() string {
+	if h.Install != "" {
+		return h.Install
+	}
+	return h.ID
+}
+
 // offersKernel reports whether a model request is part of the turn under
-// test rather than a side request (a title): it offers the kernel's tools.
+// test rather than a side request (a title): it offers the kernel's tools,
+// declared or deferred.
 func (h *harness) offersKernel(offered []string) bool {
 	if h.proxy != "" {
 		return slices.Contains(offered, h.proxy)
 	}
 	return offersManaged(offered)
+}
+
+// needsLoad returns the names under which the calls of step are deferred
+// in req and must be loaded before they can be made; nil when there is
+// nothing to load or the harness offers no loader.
+func (h *harness) needsLoad(step []Call, req parsedRequest) []string {
+	if h.loader == "" || !slices.Contains(req.tools, h.loader) {
+		return nil
+	}
+	var names []string
+	for _, c := range step {
+		if _, ok := exposedAs(c.Tool, req.tools); ok {
+			continue
+		}
+		if name, ok := exposedAs(c.Tool, req.deferred); ok && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // refusalReported returns "" when res shows the harness reported a kernel
@@ -123,7 +165,7 @@ func (h *harness) refusalReported(res ToolResult, code string) string {
 	return ""
 }
 
-var harnesses = []*harness{claudeCode, codex, geminiCLI, pi}
+var harnesses = []*harness{claudeCode, claudeCodeToolSearch, codex, geminiCLI, pi, deepseek}
 
 // claudeBuiltins are Claude Code's own tools, also disallowed by name so
 // that a build that ignores --tools "" still cannot reach the files
@@ -141,42 +183,68 @@ var claudeCode = &harness{
 		}
 		return exposedCall{name: "mcp__sharedos__" + portable(c.Tool), args: c.Args}
 	},
-	command: func(env *caseEnv) (*exec.Cmd, error) {
-		// The entry install wrote to ~/.claude.json is handed over with
-		// --strict-mcp-config, so that exactly it, and no other server,
-		// is loaded.
-		var cfg struct {
-			MCPServers map[string]json.RawMessage `json:"mcpServers"`
-		}
-		b, err := os.ReadFile(filepath.Join(env.home, ".claude.json"))
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(b, &cfg); err != nil {
-			return nil, fmt.Errorf("read the installed entry: %w", err)
-		}
-		entry, ok := cfg.MCPServers["sharedos"]
-		if !ok {
-			return nil, errors.New("install wrote no mcpServers.sharedos")
-		}
-		mcpFile := filepath.Join(env.dir, "mcp.json")
-		if err := os.WriteFile(mcpFile, mustMarshal(map[string]any{"mcpServers": map[string]json.RawMessage{"sharedos": entry}}), 0o600); err != nil {
-			return nil, err
-		}
-		cmd := exec.Command(env.cli, "-p", prompt, "--bare", "--output-format", "json", "--model", declaredModel,
-			"--strict-mcp-config", "--mcp-config", mcpFile,
-			"--tools", "", "--disallowedTools", claudeBuiltins, "--allowedTools", "mcp__sharedos")
-		cmd.Env = append(baseEnv(env),
-			"ANTHROPIC_BASE_URL="+env.modelURL,
-			"ANTHROPIC_API_KEY=conformance",
-			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-			"DISABLE_AUTOUPDATER=1",
-		)
-		if env.toolTimeout > 0 {
-			cmd.Env = append(cmd.Env, fmt.Sprintf("MCP_TOOL_TIMEOUT=%d", env.toolTimeout.Milliseconds()))
-		}
-		return cmd, nil
-	},
+	command: func(env *caseEnv) (*exec.Cmd, error) { return claudeCommand(env, true) },
+}
+
+// claudeCodeToolSearch is Claude Code as it runs without --bare: it
+// declares no MCP tool to the model, only names them and offers its
+// ToolSearch tool, which declares the ones the model selects. With
+// --tools ToolSearch the only tools it can load are the kernel's, so
+// the policy stays strict and ToolSearch counts as the MCP client's.
+var claudeCodeToolSearch = func() *harness {
+	h := *claudeCode
+	h.ID, h.Install, h.Title = "claude-code-toolsearch", "claude-code", "Claude Code (without --bare)"
+	h.proxyTools = []string{"ToolSearch"}
+	h.loader = "ToolSearch"
+	h.load = func(names []string) exposedCall {
+		return exposedCall{name: "ToolSearch", args: map[string]any{"query": "select:" + strings.Join(names, ",")}}
+	}
+	h.command = func(env *caseEnv) (*exec.Cmd, error) { return claudeCommand(env, false) }
+	return &h
+}()
+
+// claudeCommand runs claude -p on the entry install wrote; bare is
+// --bare (MCP tools declared to the model one by one) rather than
+// ToolSearch (MCP tools deferred behind it).
+func claudeCommand(env *caseEnv, bare bool) (*exec.Cmd, error) {
+	// The entry install wrote to ~/.claude.json is handed over with
+	// --strict-mcp-config, so that exactly it, and no other server, is
+	// loaded.
+	var cfg struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	b, err := os.ReadFile(filepath.Join(env.home, ".claude.json"))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("read the installed entry: %w", err)
+	}
+	entry, ok := cfg.MCPServers["sharedos"]
+	if !ok {
+		return nil, errors.New("install wrote no mcpServers.sharedos")
+	}
+	mcpFile := filepath.Join(env.dir, "mcp.json")
+	if err := os.WriteFile(mcpFile, mustMarshal(map[string]any{"mcpServers": map[string]json.RawMessage{"sharedos": entry}}), 0o600); err != nil {
+		return nil, err
+	}
+	args := []string{"-p", prompt, "--bare", "--tools", ""}
+	if !bare {
+		args = []string{"-p", prompt, "--tools", "ToolSearch"}
+	}
+	cmd := exec.Command(env.cli, append(args, "--output-format", "json", "--model", declaredModel,
+		"--strict-mcp-config", "--mcp-config", mcpFile,
+		"--disallowedTools", claudeBuiltins, "--allowedTools", "mcp__sharedos")...)
+	cmd.Env = append(baseEnv(env),
+		"ANTHROPIC_BASE_URL="+env.modelURL,
+		"ANTHROPIC_API_KEY=conformance",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1",
+	)
+	if env.toolTimeout > 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("MCP_TOOL_TIMEOUT=%d", env.toolTimeout.Milliseconds()))
+	}
+	return cmd, nil
 }
 
 var codex = &harness{
@@ -206,11 +274,10 @@ var codex = &harness{
 			return nil, err
 		}
 		if env.toolTimeout > 0 {
-			re := regexp.MustCompile(`(?m)^tool_timeout_sec = .*$`)
-			if !re.Match(installed) {
-				return nil, errors.New("install wrote no tool_timeout_sec to override")
+			installed, err = overrideLine(installed, `(?m)^tool_timeout_sec = .*$`, fmt.Sprintf("tool_timeout_sec = %g", env.toolTimeout.Seconds()))
+			if err != nil {
+				return nil, err
 			}
-			installed = re.ReplaceAll(installed, []byte(fmt.Sprintf("tool_timeout_sec = %g", env.toolTimeout.Seconds())))
 		}
 		provider := fmt.Sprintf(`model = %q
 model_provider = "conformance"
@@ -348,6 +415,17 @@ func pathFor(h *harness, cli string) string {
 	return os.Getenv("PATH")
 }
 
+// overrideLine replaces the lines of what install wrote that pattern
+// matches with repl (which may refer to the pattern's groups); it is an
+// error when none matches, since the setting to override is missing.
+func overrideLine(installed []byte, pattern, repl string) ([]byte, error) {
+	re := regexp.MustCompile(pattern)
+	if !re.Match(installed) {
+		return nil, fmt.Errorf("install wrote no line matching %s to override", pattern)
+	}
+	return re.ReplaceAll(installed, []byte(repl)), nil
+}
+
 // editJSON rewrites a JSON object file through edit.
 func editJSON(file string, edit func(map[string]any) error) error {
 	b, err := os.ReadFile(file)
@@ -373,4 +451,77 @@ func setEntry(cfg map[string]any, key string, value any) error {
 	}
 	entry[key] = value
 	return nil
+}
+
+// dshName is the name DeepSeek Harness's MCP client (0.1.0-rc.8) gives the
+// sharedos tool named tool: mcp__sharedos__<tool>, characters outside
+// [A-Za-z0-9_-] as "_", and when that changed the name or it is over 64
+// characters, cut to leave room for "_" and the first 12 hex digits of
+// the SHA-256 of "sharedos", a NUL byte and tool.
+func dshName(tool string) string {
+	joined := "mcp__sharedos__" + tool
+	name := dshInvalid.ReplaceAllString(joined, "_")
+	if name == joined && len(name) <= 64 {
+		return name
+	}
+	sum := sha256.Sum256([]byte("sharedos\x00" + tool))
+	return name[:min(len(name), 64-13)] + "_" + hex.EncodeToString(sum[:])[:12]
+}
+
+var dshInvalid = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// dshHash matches the suffix DeepSeek Harness's MCP client appends to a
+// tool name it had to change: "_" and 12 hex digits of a SHA-256.
+var dshHash = regexp.MustCompile(`_[0-9a-f]{12}$`)
+
+var deepseek = &harness{
+	ID: "deepseek", Title: "DeepSeek Harness", Exe: "dsh", Package: "@deepseek-ai/dsh", Client: "plugin @deepseek-ai/dsh-mcp-client",
+	npmDir: "dsh",
+	// Its plugins need Node 22 (node:zlib zstd, node:module type
+	// stripping); the npm prefix holds one next to dsh.
+	nodeBeside: true,
+	// DeepSeek Harness keeps its own tools on, named here as 0.1.0-rc.8
+	// offers them in its headless profile.
+	Policy: ToolPolicy{Mode: "hybrid", ManagedMCP: []string{"sharedos"}, ExternalDirect: []string{}, HarnessLocal: []string{
+		"bash", "create_goal", "edit", "exit_plan_mode", "get_goal", "glob", "grep", "interrupt_agent",
+		"job_kill", "job_list", "job_output", "list_agents", "ralph", "read", "read_image", "send_message",
+		"skill", "str_replace_editor", "subagent", "subagent_fork", "todo_write", "update_goal",
+		"web_search", "workflow", "write",
+	}},
+	vendor: chat{},
+	expose: func(c Call, _ []string) exposedCall {
+		return exposedCall{name: dshName(c.Tool), args: c.Args}
+	},
+	command: func(env *caseEnv) (*exec.Cmd, error) {
+		// dsh reads the insert: row install wrote in $DSH_HOME/cordis.patch.yml
+		// as the user's patch layer.
+		patch := filepath.Join(env.home, ".dsh", "cordis.patch.yml")
+		installed, err := os.ReadFile(patch)
+		if err != nil {
+			return nil, err
+		}
+		if env.toolTimeout > 0 {
+			installed, err = overrideLine(installed, `(?m)^(\s+toolCallTimeoutMs:) .*$`, fmt.Sprintf("${1} %d", env.toolTimeout.Milliseconds()))
+			if err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(patch, installed, 0o600); err != nil {
+				return nil, err
+			}
+		}
+		// The headless profile turns the HMR plugin off, yet its boot
+		// needs it to watch the patch layers and stops without it
+		// (0.1.0-rc.8): an overlay of the runner's own turns it back on.
+		hmr := filepath.Join(env.dir, "hmr.patch.yml")
+		if err := os.WriteFile(hmr, []byte("- id: hmr\n  disabled: false\n"), 0o600); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(env.cli, "--profile", "headless", "--patch", hmr, prompt)
+		cmd.Env = append(baseEnv(env),
+			"DEEPSEEK_BASE_URL="+env.modelURL,
+			"DEEPSEEK_API_KEY=conformance",
+			"DSH_TELEMETRY_MODE=DISABLED",
+		)
+		return cmd, nil
+	},
 }

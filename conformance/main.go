@@ -152,7 +152,7 @@ func runAll(ctx context.Context, hs []*harness, cs []Case, opts options) (*Resul
 			return nil, fmt.Errorf("%s: %w", h.ID, err)
 		}
 		col := Column{Manifest: Manifest{Harness: h.ID, Title: h.Title, Package: h.Package, MCPClient: h.Client, Model: declaredModel, ToolPolicy: h.Policy, ProxyTools: h.proxyTools}}
-		cli, ok := findCLI(h.Exe, opts.npmPrefix)
+		cli, ok := findCLI(h, opts.npmPrefix)
 		if !ok {
 			col.Manifest.Available = false
 			for _, c := range cs {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,25 +40,34 @@ type ToolResult struct {
 
 // exchange is one model request as the runner saw it.
 type exchange struct {
-	Round   int          `json:"round"`
-	Tools   []string     `json:"tools,omitempty"` // names the harness offered the model
-	Results []ToolResult `json:"results,omitempty"`
-	Answer  string       `json:"answer"` // "tool_calls" or "text"
-	At      time.Time    `json:"at"`     // when the answer was written
+	Round int      `json:"round"`
+	Tools []string `json:"tools,omitempty"` // names the harness offered the model
+	// Deferred are tools the harness named to the model without declaring
+	// them: the model must load them through the harness's loader tool
+	// (Claude Code's ToolSearch) before it can call them.
+	Deferred []string     `json:"deferred,omitempty"`
+	Results  []ToolResult `json:"results,omitempty"`
+	Answer   string       `json:"answer"` // "tool_calls", "load" or "text"
+	At       time.Time    `json:"at"`     // when the answer was written
 }
 
 // parsedRequest is what a vendor adapter extracts from one request.
 type parsedRequest struct {
-	tools   []string
-	rounds  int          // tool-call rounds already in the conversation
-	results []ToolResult // every tool result in the conversation
-	stream  bool
+	tools    []string
+	deferred []string     // named to the model but not declared (see exchange)
+	rounds   int          // tool-call rounds already in the conversation
+	results  []ToolResult // every tool result in the conversation
+	stream   bool
 }
 
 // callID names a scripted call; the round is read back from the ids the
 // harness echoes, because harnesses may merge or reorder history
 // messages (Claude Code folds consecutive turns together).
 func callID(round, i int) string { return fmt.Sprintf("call_%d_%d", round, i) }
+
+// loadID names the call that loads round's deferred tools; it is not a
+// callID, so it never counts as a round of the script.
+func loadID(round int) string { return fmt.Sprintf("load_%d", round) }
 
 // roundOf reads the round out of an id callID made, with whatever prefix
 // a vendor adds ("toolu_").
@@ -161,7 +171,7 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	ex := exchange{Round: req.rounds, Tools: req.tools, Results: req.results, Answer: "text"}
+	ex := exchange{Round: req.rounds, Tools: req.tools, Deferred: req.deferred, Results: req.results, Answer: "text"}
 	var calls []exposedCall
 	// A request that offers none of the kernel's tools is a side request
 	// (a title, a summary): it gets text and does not advance the script.
@@ -172,13 +182,22 @@ func (m *modelServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if looping {
 		m.fail("the harness asked for round %d more than %d times without answering its calls", req.rounds, maxAsks)
 	}
-	if req.rounds < len(m.steps) && m.h.offersKernel(req.tools) && !looping {
-		for i, c := range m.steps[req.rounds] {
-			ec := m.h.expose(c, req.tools)
-			ec.id = callID(req.rounds, i)
-			calls = append(calls, ec)
+	if req.rounds < len(m.steps) && m.h.offersKernel(slices.Concat(req.tools, req.deferred)) && !looping {
+		step := m.steps[req.rounds]
+		if names := m.h.needsLoad(step, req); names != nil {
+			// The step's tools are named but not declared yet: the model
+			// loads them first, as a real one must, and the round stays.
+			ld := m.h.load(names)
+			ld.id = loadID(req.rounds)
+			calls, ex.Answer = []exposedCall{ld}, "load"
+		} else {
+			for i, c := range step {
+				ec := m.h.expose(c, req.tools)
+				ec.id = callID(req.rounds, i)
+				calls = append(calls, ec)
+			}
+			ex.Answer = "tool_calls"
 		}
-		ex.Answer = "tool_calls"
 	}
 	if ex.Answer == "text" && req.rounds == len(m.steps) && m.settle != nil {
 		m.settle()
@@ -214,9 +233,13 @@ func offersManaged(tools []string) bool {
 }
 
 // managedSuffix finds the kernel tool an offered name stands for, in
-// portable form: the harnesses prefix the server name, and most replace
-// "." with "_" (Gemini CLI keeps the dot).
+// portable form: the harnesses prefix the server name, most replace "."
+// with "_" (Gemini CLI keeps the dot), and DeepSeek Harness appends a
+// hash to a name it changed.
 func managedSuffix(offered string) (string, bool) {
+	if strings.HasPrefix(offered, "mcp__sharedos__") {
+		offered = dshHash.ReplaceAllString(offered, "")
+	}
 	for _, ns := range []string{"files", "sharedos"} {
 		for _, sep := range []string{"_", "."} {
 			i := strings.LastIndex(offered, ns+sep)

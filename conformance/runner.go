@@ -43,13 +43,14 @@ type CaseResult struct {
 	startupRace bool
 }
 
-// findCLI looks for exe on PATH, then in the npm prefix.
-func findCLI(exe, prefix string) (string, bool) {
-	if p, err := exec.LookPath(exe); err == nil {
+// findCLI looks for h's executable on PATH, then in the npm prefix (in
+// its own directory there when it has one).
+func findCLI(h *harness, prefix string) (string, bool) {
+	if p, err := exec.LookPath(h.Exe); err == nil {
 		return p, true
 	}
 	if prefix != "" {
-		p := filepath.Join(prefix, "node_modules", ".bin", exe)
+		p := filepath.Join(prefix, h.npmDir, "node_modules", ".bin", h.Exe)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
 			return p, true
 		}
@@ -158,16 +159,20 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 	if c.Hold != nil {
 		kernelSock = filepath.Join(dir, "ref.sock")
 	}
-	stopKernel, err := startKernel(ctx, env, cfg, kernelSock)
-	if err != nil {
-		return CaseResult{}, err
-	}
-	defer stopKernel()
-	// Every case's turns must see the same catalogue, the upstream's
-	// tool in it: wait until the upstream is ready before the harness
-	// lists anything.
-	if err := waitUpstream(filepath.Join(dir, "state"), "test", 30*time.Second); err != nil {
-		return CaseResult{}, err
+	stopKernel := func() {}
+	if !c.NoKernel {
+		stop, err := startKernel(ctx, env, cfg, kernelSock)
+		if err != nil {
+			return CaseResult{}, err
+		}
+		defer stop()
+		stopKernel = stop
+		// Every case's turns must see the same catalogue, the upstream's
+		// tool in it: wait until the upstream is ready before the harness
+		// lists anything.
+		if err := waitUpstream(filepath.Join(dir, "state"), "test", 30*time.Second); err != nil {
+			return CaseResult{}, err
+		}
 	}
 	var proxy *holdProxy
 	var settle func()
@@ -180,10 +185,10 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 	}
 	env.toolTimeout = c.ToolTimeout
 
-	inst := exec.CommandContext(ctx, env.bin, "install", h.ID, "--scope", "user", "--socket", env.sock)
+	inst := exec.CommandContext(ctx, env.bin, "install", h.installID(), "--scope", "user", "--socket", env.sock)
 	inst.Env, inst.Dir = baseEnv(env), env.work
 	if out, err := inst.CombinedOutput(); err != nil {
-		return CaseResult{}, fmt.Errorf("sharedos-mcp install %s: %v: %s", h.ID, err, bytes.TrimSpace(out))
+		return CaseResult{}, fmt.Errorf("sharedos-mcp install %s: %v: %s", h.installID(), err, bytes.TrimSpace(out))
 	}
 
 	model, err := startModel(c.Steps, h, settle)
@@ -248,7 +253,8 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 	if err != nil {
 		return CaseResult{}, err
 	}
-	ev := &evidence{audit: events, exchanges: exchanges, held: held, root: env.root, exitErr: exitErr, stdout: stdout.String(), upstream: upstreamCalls}
+	ev := &evidence{audit: events, exchanges: exchanges, held: held, root: env.root, exitErr: exitErr, stdout: stdout.String(),
+		output: stdout.String() + stderr.String(), sock: env.sock, upstream: upstreamCalls}
 	r.Grade, r.Detail = c.grade(ev, h)
 	switch {
 	case r.Grade != gradeNotExercised:
@@ -386,11 +392,12 @@ func catalogHash(events []audit.Event) string {
 	return strings.Join(hashes, ",")
 }
 
-// offered is the set of tool names the harness offered its model.
+// offered is the set of tool names the harness offered its model,
+// declared or deferred (a deferred tool is one load away).
 func offered(exchanges []exchange) []string {
 	var names []string
 	for _, ex := range exchanges {
-		for _, t := range ex.Tools {
+		for _, t := range slices.Concat(ex.Tools, ex.Deferred) {
 			if !slices.Contains(names, t) {
 				names = append(names, t)
 			}

@@ -37,12 +37,13 @@ import (
 //     with "." replaced by "_" (nicobailon/pi-mcp-adapter types.ts,
 //     formatToolName, default toolPrefix "server"). The model passes it as
 //     an argument to the one `mcp` tool, so there is no length limit.
-//   - deepseek: this project's rule, not read from @deepseek-ai/dsh-mcp-
-//     client: "mcp__" + server + "__" + tool with [A-Za-z0-9_-] kept and
-//     anything else "_"; when that changed the name or it is over 64
-//     characters, the first 55 characters (at most) + "_" + the first 8
-//     hex digits of the SHA-256 of the tool's real name, so two tools that
-//     sanitize alike still get apart.
+//   - deepseek: "mcp__" + server + "__" + tool with [A-Za-z0-9_-] kept and
+//     every other UTF-16 unit "_"; when that changed the name or it is
+//     over 64 characters, the first 51 characters (at most) + "_" + the
+//     first 12 hex digits of the SHA-256 of server, a NUL byte and the
+//     tool's real name, so two tools that sanitize alike still get apart
+//     (@deepseek-ai/dsh-mcp-client 0.1.0-rc.8, publicToolName; the
+//     conformance column saw these names).
 
 // AliasRow is one tool's alias for one harness.
 type AliasRow struct {
@@ -158,11 +159,11 @@ func aliasRow(harness, server, tool string) AliasRow {
 		r.Notes = append(r.Notes, "called through pi-mcp-adapter's mcp tool: mcp({tool: \""+r.Alias+"\"})")
 	case "deepseek":
 		raw := "mcp__" + server + "__" + tool
-		r.Alias = replaceOutside(raw, "_-", false)
+		r.Alias = replaceOutside(raw, "_-", true)
 		r.Rewritten = r.Alias != raw
 		if r.Rewritten || len(r.Alias) > aliasLimit {
-			sum := sha256.Sum256([]byte(tool))
-			suffix := "_" + hex.EncodeToString(sum[:4])
+			sum := sha256.Sum256([]byte(server + "\x00" + tool))
+			suffix := "_" + hex.EncodeToString(sum[:6])
 			if keep := aliasLimit - len(suffix); len(r.Alias) > keep {
 				r.Alias = r.Alias[:keep]
 				r.Truncated = true

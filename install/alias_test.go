@@ -24,7 +24,8 @@ func TestAliasesPerHarness(t *testing.T) {
 		{"pi", "files.read", "sharedos_files_read", true, false, false, false},
 		{"pi", "files_read", "sharedos_files_read", false, false, false, false},
 		{"deepseek", "files_read", "mcp__sharedos__files_read", false, false, false, false},
-		{"deepseek", "files.read", "mcp__sharedos__files_read_601e4eb6", true, false, true, false},
+		{"deepseek", "files.read", "mcp__sharedos__files_read_369b5d85e292", true, false, true, false},
+		{"deepseek", "test.get_repo", "mcp__sharedos__test_get_repo_8ff6d7f75997", true, false, true, false},
 		{"emacs", "files.read", "files.read", false, false, false, false},
 	}
 	for _, tt := range tests {

@@ -102,7 +102,7 @@ func TestCodexKeepsItsSubtablesOnInstallAndDropsThemOnUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "a = 1\n\n" + codexBlock(NewEntry("/s", "codex", "")) + "\n# env for it\n[mcp_servers.sharedos.env]\nK = \"v\"\n\n[other]\nb = 2\n"
+	want := "a = 1\n\n" + codexBlock(ServerName, NewEntry("/s", "codex", "")) + "\n# env for it\n[mcp_servers.sharedos.env]\nK = \"v\"\n\n[other]\nb = 2\n"
 	if string(got) != want {
 		t.Errorf("install:\n%s\nwant:\n%s", got, want)
 	}
@@ -137,7 +137,7 @@ func TestCodexFileWithoutFinalNewline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "a = 1\n\n" + codexBlock(e); string(got) != want {
+	if want := "a = 1\n\n" + codexBlock(ServerName, e); string(got) != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	trimmed := bytes.TrimSuffix(got, []byte("\n"))
@@ -149,7 +149,7 @@ func TestCodexFileWithoutFinalNewline(t *testing.T) {
 
 func TestDeepSeekRows(t *testing.T) {
 	e := Entry{Command: "/s", Args: []string{"serve"}}
-	row := func(indent string) string { return deepseekRow(e, indent) }
+	row := func(indent string) string { return deepseekRow(ServerName, e, indent) }
 	t.Run("an indented sequence gets an indented row", func(t *testing.T) {
 		editCase(t, "deepseek", "  - id: a\n", "  - id: a\n"+row("  "), "  - id: a\n")
 	})
@@ -157,6 +157,14 @@ func TestDeepSeekRows(t *testing.T) {
 		old := strings.Replace(row(""), "/s", "/old", 1)
 		src := "- id: a\n" + old + "\n# about b\n- id: b\n"
 		editCase(t, "deepseek", src, "- id: a\n"+row("")+"\n# about b\n- id: b\n", "- id: a\n\n# about b\n- id: b\n")
+	})
+	t.Run("our row as earlier releases wrote it, a mapping the harness cannot load, is replaced", func(t *testing.T) {
+		old := "- insert:\n    id: mcp-sharedos\n    name: '@deepseek-ai/dsh-mcp-client'\n    config:\n      command: \"/old\"\n"
+		editCase(t, "deepseek", "- id: a\n"+old, "- id: a\n"+row(""), "- id: a\n")
+	})
+	t.Run("an insert list that holds the user's entries too is not ours", func(t *testing.T) {
+		src := "- insert:\n    - id: mcp-sharedos\n    - id: mine\n"
+		editCase(t, "deepseek", src, src+row(""), src)
 	})
 	t.Run("a bare id row with our id is not ours", func(t *testing.T) {
 		editCase(t, "deepseek", "- id: mcp-sharedos\n", "- id: mcp-sharedos\n"+row(""), "- id: mcp-sharedos\n")

@@ -10,6 +10,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/telemetry"
+	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 // What the kernel tells beyond its answers: what the audit records of a
@@ -88,6 +89,12 @@ func (s *Server) upstreamStates() []telemetry.UpstreamState {
 	return out
 }
 
-// grantNumber is the 1-based number kernel check shows a grant under
-// ("#3"), from policy.Decide's index; 0 when no grant decided.
-func grantNumber(i int) int { return i + 1 }
+// grantNumber is the number kernel check shows the grant under ("#3" is
+// 3) that allowed the call at the integration's own level; 0 when no
+// grant allowed it.
+func (d *decision) grantNumber() int {
+	if d == nil || d.v.Decision != policy.Allowed || len(d.v.Levels) == 0 || d.v.Levels[0].Grant < 0 {
+		return 0
+	}
+	return d.v.Levels[0].Grant + 1
+}

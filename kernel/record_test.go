@@ -40,7 +40,7 @@ func TestTheConfigIsOnTheRecord(t *testing.T) {
 	if r, err := h.srv.Reload(refused); err == nil || r.Applied {
 		t.Errorf("a reload that could not be recorded: %+v, %v; want it refused", r, err)
 	}
-	if g := h.srv.grants(); len(g) != 1 || !slices.Equal(g[0].Actions, []string{"write"}) {
+	if g := h.srv.currentPolicy().Grants; len(g) != 1 || !slices.Equal(g[0].Actions, []string{"write"}) {
 		t.Errorf("grants after a refused reload: %+v; want the recorded reload's", g)
 	}
 	sink.fail.Store(false)

@@ -858,6 +858,8 @@ func decodeInvokeWith(raw []byte, checked bool, in *jsonrpc.Reader) (kproto.Invo
 			default:
 				err = errors.New("not a boolean")
 			}
+		case `"retryAfterMs"`:
+			r.RetryAfterMs, err = decodeMillis(value)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
@@ -871,6 +873,20 @@ func decodeInvokeWith(raw []byte, checked bool, in *jsonrpc.Reader) (kproto.Invo
 		err = jsonrpc.EachMember(raw, member)
 	}
 	return r, err
+}
+
+// decodeMillis reads a count of milliseconds as json.Unmarshal reads it
+// into an *int64: null is nil, and anything but a whole number that fits
+// is an error.
+func decodeMillis(value []byte) (*int64, error) {
+	if string(value) == "null" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(string(value), 10, 64)
+	if err != nil {
+		return nil, errors.New("not a whole number of milliseconds")
+	}
+	return &n, nil
 }
 
 // Cancel tells the kernel to stop a call; it does not wait.

@@ -152,30 +152,3 @@ func TestGrantValidate(t *testing.T) {
 		})
 	}
 }
-
-func TestDecideNamesTheGrantThatDecided(t *testing.T) {
-	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	docs := Grant{Subject: "integration:a", Resource: res(t, "files:/docs"), Descendants: true, Actions: []string{"read"}}
-	expired := docs
-	expired.Expires = now.Add(-time.Hour)
-	other := Grant{Subject: "integration:b", Resource: res(t, "files:/"), Descendants: true, Actions: []string{"read"}}
-	req := Request{Integration: "a", Resource: res(t, "files:/docs/x"), Action: "read", Time: now}
-	tests := []struct {
-		name   string
-		grants []Grant
-		want   Decision
-		which  int
-	}{
-		{"the live grant that allows, not the expired one before it", []Grant{other, expired, docs}, Allowed, 2},
-		{"the expired grant that would have", []Grant{other, expired}, GrantExpired, 1},
-		{"none", []Grant{other}, NoMatchingGrant, -1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d, which := Decide(tt.grants, req)
-			if d != tt.want || which != tt.which || Authorize(tt.grants, req) != d {
-				t.Errorf("Decide = %v, %d; want %v, %d (and Authorize the same decision)", d, which, tt.want, tt.which)
-			}
-		})
-	}
-}

@@ -608,11 +608,12 @@ func (s *server) refusal(req *request, res kproto.InvokeResult) []byte {
 		res.Code = kproto.CodeInternal
 	}
 	text, _ := marshal(struct {
-		Status    string `json:"status"`
-		Code      string `json:"code"`
-		Message   string `json:"message"`
-		Retryable *bool  `json:"retryable,omitempty"`
-	}{res.Status, res.Code, res.Message, res.Retryable})
+		Status       string `json:"status"`
+		Code         string `json:"code"`
+		Message      string `json:"message"`
+		Retryable    *bool  `json:"retryable,omitempty"`
+		RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
+	}{res.Status, res.Code, res.Message, res.Retryable, res.RetryAfterMs})
 	out := make([]byte, 0, 160+2*len(text))
 	out = append(out, `{"content":[{"type":"text","text":`...)
 	out = jsonrpc.AppendString(out, text)
@@ -622,6 +623,12 @@ func (s *server) refusal(req *request, res kproto.InvokeResult) []byte {
 	meta = jsonrpc.AppendString(meta, res.Status)
 	meta = append(meta, `,"sharedos/code":`...)
 	meta = jsonrpc.AppendString(meta, res.Code)
+	if res.RetryAfterMs != nil {
+		// A rate_limited call's wait, for a harness that schedules the
+		// retry itself.
+		meta = append(meta, `,"sharedos/retryAfterMs":`...)
+		meta = strconv.AppendInt(meta, *res.RetryAfterMs, 10)
+	}
 	meta = append(meta, ","+epochMeta...)
 	if req.modern {
 		return s.modernize(append(out, '}'), meta)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,10 +58,17 @@ func addBrokered(v *catalog.View, tools []hashing.Tool, defs map[string]json.Raw
 		}
 		return
 	}
+	// The pending definitions' hashes, for the approve command; without
+	// the pins file the command says HASH, and doctor shows it.
+	pending, _ := upstream.Quarantined(stateDir)
 	for _, w := range kernel.DescribeWithheld(cfg, r, v.Integration, tools, now) {
 		h := catalog.Withheld{Name: w.Name, Reason: w.Reason, Detail: w.Detail, Changed: w.Changed}
 		if w.Reason == upstream.ReasonQuarantined {
-			h.Fix = fmt.Sprintf("review it ('%s doctor' shows the old and new definitions), then: %s kernel approve %s %s%s", prog, prog, w.Upstream, w.Tool, configArg(configFile))
+			hash := "HASH"
+			if i := slices.IndexFunc(pending, func(q upstream.Quarantine) bool { return q.Upstream == w.Upstream && q.Tool == w.Tool }); i >= 0 {
+				hash = pending[i].Pending
+			}
+			h.Fix = fmt.Sprintf("review it ('%s doctor' shows the old and new definitions), then: %s kernel approve %s %s --sha256 %s%s", prog, prog, w.Upstream, w.Tool, hash, configArg(configFile))
 		}
 		v.Withheld = append(v.Withheld, h)
 	}

@@ -29,7 +29,7 @@ func doctorRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 			if !strings.HasPrefix(prev, "problem ") {
 				t.Errorf("fix line %q does not follow a problem", line)
 			}
-		case strings.HasPrefix(line, "ok      "), strings.HasPrefix(line, "-       "):
+		case strings.HasPrefix(line, "ok      "), strings.HasPrefix(line, "-       "), strings.HasPrefix(line, "note    "):
 		default:
 			t.Errorf("line %q is neither a check nor a fix", line)
 		}
@@ -85,8 +85,8 @@ func TestDoctorPassesWithAKernelAndThisBinaryInstalled(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
-	if n := strings.Count(stdout, "\n"); n != 7+2*len(install.Harnesses())+1 {
-		t.Errorf("%d lines, want 7 kernel checks, two per harness and the entry's socket:\n%s", n, stdout)
+	if n := strings.Count(stdout, "\n"); n != 7+2*len(install.Harnesses())+2 {
+		t.Errorf("%d lines, want 7 kernel checks, two per harness, the entry's socket and what its harness does without a kernel:\n%s", n, stdout)
 	}
 	if ev := k.Events(); len(ev) < 2 || ev[0] != "hello claude-code" || ev[1] != "list" {
 		t.Errorf("kernel saw %q; want hello as the installed claude-code, then list", ev)

@@ -37,6 +37,22 @@ func newFlagSet(stdio cli.IO, name, argsSyntax, summary string) *flag.FlagSet {
 // flag.ErrHelp. A bad flag prints only the synopsis line and returns a
 // usage error (exit 2) whose report says what was wrong: the flag
 // package's own message and full flag list would bury it.
+// parseInterleaved is parseFlags for a command whose flags may come
+// before, between or after its arguments (kernel approve memory --config
+// F): it returns the arguments, in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)

@@ -42,8 +42,9 @@ func TestMain(m *testing.M) {
 //
 //	code N command args...   run command; its exit code must be N
 //	waitsock path            wait (at most 20s) until path accepts a connection
-//	waitupstream dir name    wait (at most 60s) until the kernel's status in
-//	                         state directory dir says upstream name is ready
+//	waitupstream dir name [state]  wait (at most 60s) until the kernel's status in
+//	                         state directory dir says upstream name is ready (or
+//	                         in state)
 //
 // and these variables: HOME ($WORK/home), SOCKDIR (a directory with a
 // path short enough for a socket), BINDIR (where the sharedos-mcp under
@@ -133,8 +134,12 @@ func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
 // upstream changes state: a background kernel's log is not readable
 // until it exits.
 func cmdWaitUpstream(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: waitupstream statedir name")
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: waitupstream statedir name [state]")
+	}
+	want := "ready"
+	if len(args) == 3 {
+		want = args[2]
 	}
 	dir := ts.MkAbs(args[0])
 	deadline := time.Now().Add(60 * time.Second)
@@ -142,13 +147,13 @@ func cmdWaitUpstream(ts *testscript.TestScript, neg bool, args []string) {
 		r, err := status.Read(dir)
 		if err == nil {
 			for _, u := range r.Upstreams {
-				if u.Name == args[1] && u.State == "ready" {
+				if u.Name == args[1] && u.State == want {
 					return
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("upstream %s not ready in %s after 60s: %+v %v", args[1], dir, r, err)
+			ts.Fatalf("upstream %s not %s in %s after 60s: %+v %v", args[1], want, dir, r, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

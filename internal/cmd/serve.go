@@ -50,14 +50,14 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	defer closeLog()
 
-	path := *socket
+	path, start := *socket, "sharedos-mcp kernel --socket "+*socket
 	if path == "" {
-		path = sockpath.Default(os.Getenv)
+		path, start = sockpath.Default(os.Getenv), "sharedos-mcp kernel"
 	}
 	connect := func(ctx context.Context) (shim.Config, error) {
 		k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: *kernelUID, MaxLine: *maxMessage, WriteTimeout: *callTimeout})
 		if err != nil {
-			return shim.Config{}, cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", doctor.DialHint(err))
+			return shim.Config{}, doctor.DialError(path, start, err)
 		}
 		hctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)
 		ver := shimVersion()

@@ -30,7 +30,7 @@ func TestServeRefusesBeforeReadingStdin(t *testing.T) {
 		{"a missing integration is a usage error", []string{"--socket", k.Path}, 2,
 			[]string{"--integration is required", "hint: say which harness"}},
 		{"no kernel listening names the socket and how to start one", []string{"--integration", "x", "--socket", filepath.Join(shortTempDir(t), "none.sock")}, 1,
-			[]string{"cannot reach the kernel at", "none.sock", "hint: start a kernel with 'sharedos-mcp kernel'"}},
+			[]string{"no kernel is running at", "none.sock: there is no socket", "hint: start it with 'sharedos-mcp kernel --socket "}},
 		{"a path that is not a socket is refused", []string{"--integration", "x", "--socket", notSocket}, 1,
 			[]string{"is not a socket"}},
 		{"a socket path too long for the OS is refused", []string{"--integration", "x", "--socket", "/tmp/" + strings.Repeat("s", 200)}, 1,

@@ -123,6 +123,11 @@ func (d *doctor) skip(format string, args ...any) {
 	fmt.Fprintf(d.out, "-       "+format+"\n", args...)
 }
 
+// note reports what is neither right nor wrong but worth knowing.
+func (d *doctor) note(format string, args ...any) {
+	fmt.Fprintf(d.out, "note    "+format+"\n", args...)
+}
+
 func (d *doctor) problem(what, fix string) {
 	d.problems++
 	fmt.Fprintf(d.out, "problem %s\n  fix: %s\n", what, fix)
@@ -316,11 +321,11 @@ func (d *doctor) harnesses(entries []install.Installed, errs []error, exe string
 }
 
 // sameFileAs returns the index of an earlier entry of the same harness
-// that reads the same file (the project scope, when doctor runs in the
-// home directory), or -1.
+// and name that reads the same file (the project scope, when doctor runs
+// in the home directory), or -1.
 func sameFileAs(entries []install.Installed, i int) int {
 	for j := range i {
-		if entries[j].Harness.ID == entries[i].Harness.ID && entries[i].Path != "" && entries[j].Path == entries[i].Path {
+		if entries[j].Harness.ID == entries[i].Harness.ID && entries[j].Name == entries[i].Name && entries[i].Path != "" && entries[j].Path == entries[i].Path {
 			return j
 		}
 	}
@@ -331,6 +336,10 @@ func sameFileAs(entries []install.Installed, i int) int {
 func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 	h, scope, path := in.Harness, in.Scope, in.Path
 	label := fmt.Sprintf("%s %s:", h.ID, scope)
+	if in.Name != install.ServerName {
+		// A further entry, a subagent's (install --integration NAME).
+		label = fmt.Sprintf("%s %s %s:", h.ID, scope, in.Name)
+	}
 	reinstall := fmt.Sprintf("%s install %s --scope %s (with the --socket and --integration you used)", prog, h.ID, scope)
 	switch {
 	case err != nil && path == "":
@@ -343,7 +352,7 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 		d.skip("%s not installed (%s)", label, path)
 		return false
 	case in.Entry.Command == "":
-		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, install.ServerName, path), reinstall)
+		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, in.Name, path), reinstall)
 		return true
 	}
 	command := in.Entry.Command
@@ -362,6 +371,7 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 		d.problem(fmt.Sprintf("%s the entry in %s runs serve without --integration, which serve refuses", label, path), reinstall)
 	}
 	d.entrySocket(label, in, reinstall)
+	d.startsWithoutKernel(label, h)
 	return true
 }
 
@@ -428,6 +438,22 @@ func resolveCommand(command string) (string, error) {
 		return "", err
 	}
 	return filepath.EvalSymlinks(p)
+}
+
+// DialError explains a failed kernelclient.Dial to the socket at path;
+// start is the command that starts a kernel there. When no kernel runs
+// at path it says so, names the socket and says how to start one, in
+// words that stand alone: a harness shows serve's stderr only in its MCP
+// log or status line, where nothing else explains it.
+func DialError(path, start string, err error) error {
+	hint := fmt.Sprintf("start it with '%s', then restart the harness or reconnect its sharedos server: until then the harness has no sharedos tools", start)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return cli.Hintf(fmt.Errorf("no kernel is running at %s: there is no socket", path), "%s", hint)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return cli.Hintf(fmt.Errorf("no kernel is running at %s: nothing listens on the socket a stopped kernel left behind", path), "%s", hint)
+	}
+	return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", DialHint(err))
 }
 
 // DialHint says what to do about an error from kernelclient.Dial.

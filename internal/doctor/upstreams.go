@@ -91,9 +91,16 @@ func (d *doctor) upstreamState(st status.Upstream, as string, u *Upstreams) {
 			what += fmt.Sprintf("; restarted %d times", st.Restarts)
 		}
 		if len(st.Stderr) > 0 {
-			what += "; its last stderr: " + st.Stderr[len(st.Stderr)-1]
+			what += "\n  its last lines of stderr:"
+			for _, l := range st.Stderr {
+				what += "\n    " + l
+			}
 		}
-		d.problem(what, fmt.Sprintf("check its command, cwd and env in %s (it gets only env, PATH and HOME); its stderr is in the kernel's log", u.Config))
+		fix := fmt.Sprintf("check its command, cwd and env in %s (it gets only env, PATH and HOME, so a proxy or a private CA must be in env: HTTPS_PROXY, NODE_EXTRA_CA_CERTS); its stderr is in the kernel's log", u.Config)
+		if strings.Contains(st.Reason, "startup_timeout") {
+			fix = fmt.Sprintf("if it is only slow to start (npx fetching a package, say), raise startup_timeout in its [[upstream]]; else %s", fix)
+		}
+		d.problem(what, fix)
 	}
 	for _, w := range st.Withheld {
 		if w.Reason == upstream.ReasonQuarantined {
@@ -131,12 +138,15 @@ func (d *doctor) quarantined(name string, q upstream.Quarantine, u *Upstreams) {
 	for _, f := range q.Changed {
 		fmt.Fprintf(&b, "\n  %s pinned:  %s\n  %s offered: %s", f, DefinitionField(q.PinnedDefinition, f), f, DefinitionField(q.PendingDefinition, f))
 	}
-	d.problem(b.String(), approveFix(name, u))
+	d.problem(b.String(), fmt.Sprintf("read what changed above; if you trust the new definition: %s kernel approve %s %s --sha256 %s%s", prog, q.Upstream, q.Tool, q.Pending, u.ConfigArg))
 }
 
+// approveFix is the fix for a quarantine the pins file does not show
+// (it changed since the kernel's report): approve names a definition by
+// its hash, which doctor then shows.
 func approveFix(name string, u *Upstreams) string {
 	up, tool, _ := strings.Cut(name, ".")
-	return fmt.Sprintf("read what changed above; if you trust the new definition: %s kernel approve %s %s%s", prog, up, tool, u.ConfigArg)
+	return fmt.Sprintf("run doctor again to see the definition and its hash, then: %s kernel approve %s %s --sha256 HASH%s", prog, up, tool, u.ConfigArg)
 }
 
 // DefinitionField is one field of a canonical tool definition as JSON,

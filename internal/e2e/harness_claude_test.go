@@ -19,7 +19,7 @@ import (
 
 // claudeVersion is the Claude Code release this test was verified with;
 // .ci/run installs it.
-const claudeVersion = "2.1.197"
+const claudeVersion = "2.1.332"
 
 // TestClaudeCodeConnectsThroughTheInstalledEntry drives the real Claude
 // Code CLI: `install claude-code` writes the entry, `claude mcp list`

@@ -382,10 +382,10 @@ actions = ["list", "search", "write"]
 		calls  int // per turn
 		tool   string
 		args   map[string]string
-		status string // what every call is answered
+		answer string // what every call is answered: its status, and its code when it has one
 	}{
 		{"32 pipelined files.list of 300,000 entries", 1, 32, "files.list", map[string]string{"path": "/wide"}, kproto.StatusSucceeded},
-		{"10 parallel calls with a 15 MB argument", 10, 1, "files.write", huge, kproto.StatusFailed},
+		{"10 parallel calls with a 15 MB argument", 10, 1, "files.write", huge, kproto.StatusFailed + "/" + kproto.CodeTooLarge},
 		{"16 pipelined files.search over 1,000 x 1 MiB", 1, 16, "files.search", map[string]string{"path": "/big", "query": "absent"}, kproto.StatusSucceeded},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,8 +404,8 @@ actions = ["list", "search", "write"]
 			peak := statusKB(t, k.cmd.Process.Pid, "VmHWM") << 10
 			cpu := cpuTicks(t, k.cmd.Process.Pid) - cpu0
 			t.Logf("%s: peak RSS %.1f MiB, CPU %.2f s, answers %v", tt.name, float64(peak)/(1<<20), float64(cpu)/100, statuses)
-			if statuses[tt.status] != tt.turns*tt.calls {
-				t.Errorf("answers %v, want %d %s", statuses, tt.turns*tt.calls, tt.status)
+			if statuses[tt.answer] != tt.turns*tt.calls {
+				t.Errorf("answers %v, want %d %s", statuses, tt.turns*tt.calls, tt.answer)
 			}
 			if peak > peakLimit {
 				t.Errorf("peak RSS %d MiB, over %d MiB", peak>>20, peakLimit>>20)
@@ -415,8 +415,9 @@ actions = ["list", "search", "write"]
 }
 
 // pipeline says hello, lists, sends n calls before reading any answer,
-// and counts the answers' statuses.
-func pipeline(t *testing.T, sock string, n int, tool string, args map[string]string) map[string]int {
+// and counts the answers by status, or "status/code" when they carry a
+// code.
+func pipeline(t *testing.T, sock string, n int, tool string, args any) map[string]int {
 	t.Helper()
 	conn, err := net.Dial("unix", sock)
 	if err != nil {
@@ -468,7 +469,11 @@ func pipeline(t *testing.T, sock string, n int, tool string, args map[string]str
 		if err := json.Unmarshal(m.Result, &res); err != nil {
 			t.Fatal(err)
 		}
-		statuses[res.Status]++
+		if res.Code != "" {
+			statuses[res.Status+"/"+res.Code]++
+		} else {
+			statuses[res.Status]++
+		}
 	}
 	return statuses
 }

@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// The reference servers from npm, @modelcontextprotocol/server-memory and
-// server-everything, at the versions of the lockfile in
+// The reference servers from npm, @modelcontextprotocol/server-memory,
+// server-everything and server-filesystem, at the versions of the lockfile in
 // kernel/upstream/e2e/testdata/npm. .ci/run installs them there (npm ci
 // --prefix kernel/upstream/e2e/testdata/npm); without that, the first
 // test that needs them installs them into a temporary directory with npm,
@@ -37,7 +37,8 @@ func npmPackage() (string, error) {
 }
 
 // NPMServer returns the entry point (dist/index.js) of the reference
-// server of that name ("server-memory", "server-everything"), to run with
+// server of that name ("server-memory", "server-everything",
+// "server-filesystem"), to run with
 // node. It skips the test under -short, or when npm or node is missing.
 func NPMServer(t testing.TB, server string) string {
 	t.Helper()
@@ -95,7 +96,7 @@ func installNPM() {
 }
 
 func haveServers(modules string) bool {
-	for _, s := range []string{"server-memory", "server-everything"} {
+	for _, s := range []string{"server-memory", "server-everything", "server-filesystem"} {
 		if _, err := os.Stat(filepath.Join(modules, "@modelcontextprotocol", s, "dist", "index.js")); err != nil {
 			return false
 		}

@@ -14,7 +14,11 @@
 //	release {id}       lets hold {id} answer
 //	crash              exits with status 3 in the middle of the call
 //	garbage            writes a line that is not JSON-RPC to stdout, then waits
-//	spawn              starts a grandchild that ignores SIGTERM; returns its pid
+//	spawn {how}        starts a grandchild that ignores SIGTERM; returns its pid.
+//	                   how "" keeps it in the server's process group; "setsid",
+//	                   "setpgid" and "double" (a double fork: a child that starts
+//	                   it in a session of its own and exits) take it out of the
+//	                   group, and give it the server's stdout to hold
 //	fail               answers isError with text "it went wrong"
 //	rpcerror           answers a JSON-RPC error
 //	huge {bytes}       returns a text of that many bytes
@@ -22,6 +26,14 @@
 //	change             changes echo's description and adds a tool "added" (a list change)
 //	get_repo {owner, repo}  returns "owner/repo"; owner is a string, repo too
 //	get_issue {n}      n is an integer
+//	get_user {user}    returns "data of USER", reading its arguments as a Go
+//	                   server does: encoding/json into a struct, which matches
+//	                   names case-insensitively and keeps the last of two
+//	read_text {path}   returns the text of the file at path on this host
+//	write_text {path, text}  writes text to the file at path on this host,
+//	                   replacing it; returns the number of bytes written
+//	purge              returns "purged": a tool whose name says it acts, for
+//	                   a config to classify one way and a reload another
 //
 // Flags: -record FILE appends one JSON line {"tool", "arguments"} to FILE
 // for every call, before running it, so a test can tell which calls
@@ -56,6 +68,11 @@ const Arg = "__upstream-test-server"
 // sleeperArg makes a test binary the grandchild spawn starts.
 const sleeperArg = "__upstream-test-sleeper"
 
+// forkerArg makes a test binary the middle of spawn's double fork: it
+// starts the sleeper in a session of its own, writes its pid on fd 3 and
+// exits.
+const forkerArg = "__upstream-test-forker"
+
 // MaybeRun runs the server, or the grandchild, and exits if the process
 // was started as one; otherwise it returns at once. Call it in TestMain.
 func MaybeRun() {
@@ -68,6 +85,19 @@ func MaybeRun() {
 	case sleeperArg:
 		signal.Ignore(syscall.SIGTERM)
 		select {}
+	case forkerArg:
+		exe, err := os.Executable()
+		if err != nil {
+			os.Exit(1)
+		}
+		c := exec.Command(exe, sleeperArg)
+		c.Stdout = os.Stdout
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.NewFile(3, "pid"), c.Process.Pid)
+		os.Exit(0)
 	}
 }
 
@@ -213,18 +243,13 @@ func (h *handlers) add(variant int, bad bool) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-	s.AddTool(&mcp.Tool{Name: "spawn", Description: "Start a grandchild that ignores SIGTERM.", InputSchema: schema(nil)},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			exe, err := os.Executable()
+	s.AddTool(&mcp.Tool{Name: "spawn", Description: "Start a grandchild that ignores SIGTERM.", InputSchema: schema(map[string]string{"how": "string"})},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			pid, err := spawn(str(args(req), "how"))
 			if err != nil {
 				return nil, err
 			}
-			c := exec.Command(exe, sleeperArg)
-			if err := c.Start(); err != nil {
-				return nil, err
-			}
-			go func() { _ = c.Wait() }()
-			return text(strconv.Itoa(c.Process.Pid)), nil
+			return text(strconv.Itoa(pid)), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "fail", Description: "Answer isError.", InputSchema: schema(nil)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -266,12 +291,93 @@ func (h *handlers) add(variant int, bad bool) {
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text(string(req.Params.Arguments)), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "get_user", Description: "Return the user's data.", InputSchema: schema(map[string]string{"user": "string"}, "user")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct {
+				User string `json:"user"`
+			}
+			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+				return nil, err
+			}
+			return text("data of " + in.User), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "read_text", Description: "Return the text of a file.", InputSchema: schema(map[string]string{"path": "string"}, "path")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			b, err := os.ReadFile(str(args(req), "path"))
+			if err != nil {
+				r := text(err.Error())
+				r.IsError = true
+				return r, nil
+			}
+			return text(string(b)), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "write_text", Description: "Write a text to a file.", InputSchema: schema(map[string]string{"path": "string", "text": "string"}, "path", "text")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			a := args(req)
+			t := str(a, "text")
+			if err := os.WriteFile(str(a, "path"), []byte(t), 0o600); err != nil {
+				r := text(err.Error())
+				r.IsError = true
+				return r, nil
+			}
+			return text(fmt.Sprintf("wrote %d bytes", len(t))), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "purge", Description: "Purge the graph.", InputSchema: schema(nil)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("purged"), nil })
 	if bad {
 		s.AddTool(&mcp.Tool{Name: "has space", Description: "A name that cannot be published.", InputSchema: schema(nil)},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("no"), nil })
 		s.AddTool(&mcp.Tool{Name: "undescribed", InputSchema: schema(nil)},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("no"), nil })
 	}
+}
+
+// spawn starts the sleeper as how says (see the spawn tool) and returns
+// its pid.
+func spawn(how string) (int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	if how == "double" {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return 0, err
+		}
+		defer r.Close()
+		c := exec.Command(exe, forkerArg)
+		c.Stdout = os.Stdout
+		c.ExtraFiles = []*os.File{w}
+		err = c.Start()
+		w.Close()
+		if err != nil {
+			return 0, err
+		}
+		var pid int
+		_, err = fmt.Fscan(r, &pid)
+		if werr := c.Wait(); err == nil {
+			err = werr
+		}
+		return pid, err
+	}
+	c := exec.Command(exe, sleeperArg)
+	switch how {
+	case "":
+	case "setsid":
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	case "setpgid":
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	default:
+		return 0, fmt.Errorf("spawn: how %q is not setsid, setpgid or double", how)
+	}
+	if how != "" {
+		c.Stdout = os.Stdout
+	}
+	if err := c.Start(); err != nil {
+		return 0, err
+	}
+	go func() { _ = c.Wait() }()
+	return c.Process.Pid, nil
 }
 
 // Recorded is one line of a -record file.

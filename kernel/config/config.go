@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,17 @@ type Config struct {
 	AllowUIDs []uint32       // nil means the kernel's own uid
 	Root      string         // the files root, absolute; "" serves no file tools (only valid with upstreams)
 	Grants    []policy.Grant // deny by default: only these allow anything
+
+	// OperatorUIDs are the uids, besides the kernel's own and root, whose
+	// connections may ask operator methods (kernel explain) without
+	// saying hello. They may connect for that even when AllowUIDs does
+	// not name them.
+	OperatorUIDs []uint32
+	// Integrations are the [[integration]] declarations, in file order,
+	// and Hierarchy the parents they give (the zero Hierarchy when there
+	// are none).
+	Integrations []policy.Integration
+	Hierarchy    policy.Hierarchy
 
 	// StateDir holds what the kernel keeps between runs besides its audit
 	// log: the upstreams' pins and status. "" means DefaultStateDir.
@@ -62,9 +74,32 @@ type Config struct {
 
 // Lines holds 1-based line numbers in a config file; 0 is unknown.
 type Lines struct {
-	Root      int   // [files] root
-	Grants    []int // each [[grant]] header, in order
-	Upstreams []int // each [[upstream]] header, in order
+	Root         int   // [files] root
+	Grants       []int // each [[grant]] header, in order
+	Upstreams    []int // each [[upstream]] header, in order
+	Integrations []int // each [[integration]] header, in order
+}
+
+// Rules are the config's grants and hierarchy, as the policy decides on
+// them.
+func (c Config) Rules() policy.Rules {
+	return policy.Rules{Grants: c.Grants, Integrations: c.Hierarchy}
+}
+
+// IntegrationRef names [[integration]] i (0-based) for a message:
+// "FILE:LINE: integration NAME" when the line is known.
+func (c Config) IntegrationRef(i int) string {
+	name := "integration"
+	if i < len(c.Integrations) {
+		name += " " + strconv.Quote(c.Integrations[i].Name)
+	}
+	switch {
+	case c.File == "":
+		return name
+	case i < len(c.Lines.Integrations) && c.Lines.Integrations[i] > 0:
+		return fmt.Sprintf("%s:%d: %s", c.File, c.Lines.Integrations[i], name)
+	}
+	return c.File + ": " + name
 }
 
 // GrantLine is the line of grant i's [[grant]] header (0-based i), 0
@@ -148,20 +183,27 @@ func (c Config) StateDirOrDefault(getenv func(string) string) (string, error) {
 // fileConfig is the TOML document. Unknown keys are an error, so a typo in
 // a grant cannot silently widen or narrow what is allowed.
 type fileConfig struct {
-	Socket    string   `toml:"socket"`
-	AuditLog  string   `toml:"audit_log"`
-	StateDir  string   `toml:"state_dir"`
-	AllowUIDs []uint32 `toml:"allow_uids"`
-	Files     struct {
+	Socket       string   `toml:"socket"`
+	AuditLog     string   `toml:"audit_log"`
+	StateDir     string   `toml:"state_dir"`
+	AllowUIDs    []uint32 `toml:"allow_uids"`
+	OperatorUIDs []uint32 `toml:"operator_uids"`
+	Files        struct {
 		Root           string `toml:"root"`
 		AllowHardLinks bool   `toml:"allow_hard_links"`
 	} `toml:"files"`
-	Grant    []fileGrant       `toml:"grant"`
-	Upstream []upstream.Config `toml:"upstream"`
-	Audit    struct {
+	Grant       []fileGrant       `toml:"grant"`
+	Upstream    []upstream.Config `toml:"upstream"`
+	Integration []fileIntegration `toml:"integration"`
+	Audit       struct {
 		Arguments string `toml:"arguments"`
 	} `toml:"audit"`
 	Telemetry *fileTelemetry `toml:"telemetry"`
+}
+
+type fileIntegration struct {
+	Name   string `toml:"name"`
+	Parent string `toml:"parent"`
 }
 
 type fileGrant struct {
@@ -172,6 +214,11 @@ type fileGrant struct {
 	// any, so that a local date-time (no offset, ambiguous across time
 	// zones) can be told apart from an offset one and refused.
 	Expires any `toml:"expires"`
+
+	Ask       string `toml:"ask"`
+	AskTTL    string `toml:"ask_ttl"`
+	Limit     string `toml:"limit"`
+	TurnLimit *int64 `toml:"turn_limit"`
 }
 
 // Default serves root read-only (read, list, search, everything
@@ -302,9 +349,13 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 	if err := dec.Decode(&fc); err != nil {
 		return Config{}, decodeError(name, err)
 	}
-	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
+	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, OperatorUIDs: fc.OperatorUIDs,
+		Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
 		return Config{}, fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name)
+	}
+	if fc.OperatorUIDs != nil && len(fc.OperatorUIDs) == 0 {
+		return Config{}, fmt.Errorf("%s: operator_uids is empty; remove it (the kernel's own uid and root are operators anyway)", name)
 	}
 	var err error
 	if c.Arguments, err = parseArguments(fc.Audit.Arguments); err != nil {
@@ -359,9 +410,98 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 		default:
 			return Config{}, fmt.Errorf("%s: expires must be a date-time with an offset, e.g. 2027-01-01T00:00:00Z", where)
 		}
+		if err := grantBudget(g, &pg); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", where, err)
+		}
 		c.Grants = append(c.Grants, pg)
 	}
+	if err := c.hierarchy(fc.Integration); err != nil {
+		return Config{}, err
+	}
 	return c, nil
+}
+
+// grantBudget reads a grant's ask, ask_ttl, limit and turn_limit into pg.
+func grantBudget(g fileGrant, pg *policy.Grant) error {
+	switch g.Ask {
+	case "", policy.AskHarness, policy.AskOperator:
+		pg.Ask = g.Ask
+	default:
+		return fmt.Errorf("ask %q: want %q (the person at the harness, or the operator, approves each call) or %q (only the operator does); leave it out for no approval",
+			g.Ask, policy.AskHarness, policy.AskOperator)
+	}
+	if g.AskTTL != "" {
+		if g.Ask == "" {
+			return fmt.Errorf("ask_ttl %q is set but ask is not; set ask, or remove ask_ttl", g.AskTTL)
+		}
+		d, err := time.ParseDuration(g.AskTTL)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("ask_ttl %q: want a positive Go duration, e.g. \"10m\"", g.AskTTL)
+		}
+		pg.AskTTL = d
+	} else if g.Ask != "" {
+		pg.AskTTL = policy.DefaultAskTTL
+	}
+	if g.Limit != "" {
+		l, err := policy.ParseLimit(g.Limit)
+		if err != nil {
+			return err
+		}
+		pg.Limit = l
+	}
+	if g.TurnLimit != nil {
+		if *g.TurnLimit < 1 || *g.TurnLimit > policy.MaxTurnLimit {
+			return fmt.Errorf("turn_limit %d: want a whole number from 1 to %d; leave it out for no limit", *g.TurnLimit, policy.MaxTurnLimit)
+		}
+		pg.TurnLimit = int(*g.TurnLimit)
+	}
+	return pg.Validate()
+}
+
+// hierarchy reads the [[integration]] declarations. A parent must be
+// declared, or named by a grant's subject: one nobody names is a typo
+// that would leave its child with nothing.
+func (c *Config) hierarchy(decls []fileIntegration) error {
+	if len(decls) == 0 {
+		return nil
+	}
+	var known []string
+	for _, g := range c.Grants {
+		if n, ok := strings.CutPrefix(g.Subject, "integration:"); ok && n != "*" {
+			known = append(known, n)
+		}
+	}
+	for _, d := range decls {
+		c.Integrations = append(c.Integrations, policy.Integration{Name: d.Name, Parent: d.Parent})
+	}
+	h, err := policy.NewHierarchy(c.Integrations, known)
+	var he *policy.HierarchyError
+	if errors.As(err, &he) {
+		if he.Kind == policy.HierarchyInvalidName && he.Name != c.Integrations[he.Index].Name {
+			return fmt.Errorf("%s: parent %q is not a valid integration name (1-64 letters, digits, spaces, '-', '_' or '.')", c.IntegrationRef(he.Index), he.Name)
+		}
+		msg := fmt.Sprintf("%s: %s", c.IntegrationRef(he.Index), he.Reason())
+		switch he.Kind {
+		case policy.HierarchyUnknownParent:
+			names := slices.Clone(known)
+			for _, d := range c.Integrations {
+				names = append(names, d.Name)
+			}
+			if s := nearest.Find(he.Parent, nearest.Names(names...)); s != "" && s != he.Parent {
+				msg += fmt.Sprintf("; did you mean parent = %q?", s)
+			} else {
+				msg += fmt.Sprintf("; declare it ([[integration]] name = %q) or give it a grant", he.Parent)
+			}
+		case policy.HierarchyCycle:
+			msg += "; one of them must have no parent"
+		}
+		return errors.New(msg)
+	}
+	if err != nil {
+		return err
+	}
+	c.Hierarchy = h
+	return nil
 }
 
 // upstreamError places an [[upstream]] problem at its line and column.
@@ -401,6 +541,9 @@ func configLines(data []byte) Lines {
 			if n.Kind == unstable.ArrayTable && key == "upstream" {
 				l.Upstreams = append(l.Upstreams, line(n))
 			}
+			if n.Kind == unstable.ArrayTable && key == "integration" {
+				l.Integrations = append(l.Integrations, line(n))
+			}
 		case unstable.KeyValue:
 			if table+"."+key == "files.root" || (table == "" && key == "files.root") {
 				l.Root = line(n)
@@ -432,7 +575,12 @@ func decodeError(name string, err error) error {
 		for i := range strict.Errors {
 			de := &strict.Errors[i]
 			row, col := de.Position()
-			lines = append(lines, fmt.Sprintf("%s:%d:%d: unknown key %q", name, row, col, strings.Join(de.Key(), ".")))
+			key := strings.Join(de.Key(), ".")
+			msg := fmt.Sprintf("%s:%d:%d: unknown key %q", name, row, col, key)
+			if s := nearestKey(key); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			}
+			lines = append(lines, msg)
 		}
 		return errors.New(strings.Join(lines, "; "))
 	}
@@ -448,6 +596,23 @@ func decodeError(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
+// nearestKey is the known key of the same table nearest to a misspelt
+// one ("ask_tll" for "ask_ttl"), by its last part; "" when none is close.
+func nearestKey(key string) string {
+	table, last := "", key
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		table, last = key[:i+1], key[i+1:]
+	}
+	var names []string
+	for k := range wantValue {
+		if rest, ok := strings.CutPrefix(k, table); ok && !strings.Contains(rest, ".") {
+			names = append(names, rest)
+		}
+	}
+	slices.Sort(names)
+	return nearest.Find(last, nearest.Names(names...))
+}
+
 // wantValue says, per key, what a value must look like: what a message
 // shows instead of the Go type go-toml names ("cannot decode TOML string
 // into struct field kernel.fileGrant.Actions of type []string").
@@ -456,6 +621,14 @@ var wantValue = map[string]string{
 	"audit_log":                `a string, e.g. audit_log = "~/.local/state/sharedos/audit.jsonl"`,
 	"state_dir":                `a string, e.g. state_dir = "~/.local/state/sharedos"`,
 	"allow_uids":               "an array of uids, e.g. allow_uids = [1000]",
+	"operator_uids":            "an array of uids, e.g. operator_uids = [1001]",
+	"integration":              "tables: [[integration]]",
+	"integration.name":         `a string, e.g. name = "claude-code.explorer"`,
+	"integration.parent":       `a string, e.g. parent = "claude-code"`,
+	"grant.ask":                `"harness" or "operator"`,
+	"grant.ask_ttl":            `a Go duration string, e.g. ask_ttl = "10m"`,
+	"grant.limit":              `a string COUNT/WINDOW, e.g. limit = "100/1h"`,
+	"grant.turn_limit":         "a whole number, e.g. turn_limit = 20",
 	"files":                    "a table: [files]",
 	"files.root":               `a string, e.g. root = "~/work"`,
 	"grant":                    "tables: [[grant]]",

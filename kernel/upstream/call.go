@@ -34,12 +34,24 @@ type CallError struct {
 	Code      string // one of the Code constants
 	Message   string // for the model: what happened, with the upstream's text bounded
 	Retryable bool   // the same call may succeed later (timeout, unavailable)
-	Err       error  // the cause, for the kernel's log; may be nil
+	// NotSent says the upstream never received the call, so nothing it
+	// does was done. Without it, the call may have reached the upstream
+	// and acted, whatever the error says: a caller that assumes so is
+	// never wrong about an effect.
+	NotSent bool
+	Err     error // the cause, for the kernel's log; may be nil
 }
 
 func (e *CallError) Error() string { return e.Code + ": " + e.Message }
 
 func (e *CallError) Unwrap() error { return e.Err }
+
+// NotSent reports whether err, from Call, says the upstream never
+// received the call (see CallError.NotSent).
+func NotSent(err error) bool {
+	var ce *CallError
+	return errors.As(err, &ce) && ce.NotSent
+}
 
 // Result is what a successful call returned, as JSON.
 type Result struct {
@@ -64,21 +76,19 @@ func WithMeta(ctx context.Context, meta map[string]any) context.Context {
 	return context.WithValue(ctx, metaKey{}, meta)
 }
 
-// Call calls t, from a snapshot, with the arguments of a tools.invoke,
-// and returns its result or a *CallError. The arguments are forwarded in
-// the form whose resource is t.Target(arguments), the one the caller
-// authorized. The call is bounded by the upstream's call_timeout; ending
+// Call calls t, from a snapshot, with the arguments t.Resolve produced,
+// the ones whose resource the caller authorized, and returns its result
+// or a *CallError. The call is bounded by the upstream's call_timeout; ending
 // ctx cancels it. Both send the upstream notifications/cancelled. With a
 // non-nil progress, the call carries a progress token and the upstream's
 // progress notifications are relayed to it.
-func (m *Manager) Call(ctx context.Context, t *Tool, arguments json.RawMessage, progress ProgressFunc) (*Result, error) {
+func (m *Manager) Call(ctx context.Context, t *Tool, args Forward, progress ProgressFunc) (*Result, error) {
 	u := m.byName[t.Upstream]
 	if u == nil {
-		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("no upstream is named %q", t.Upstream)}
+		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("no upstream is named %q", t.Upstream), NotSent: true}
 	}
-	_, args, err := t.resolve(arguments)
-	if err != nil {
-		return nil, &CallError{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: %v", t.Name, err), Err: err}
+	if args.raw == nil {
+		return nil, &CallError{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: the arguments were not resolved", t.Name), NotSent: true}
 	}
 	st, s := u.current()
 	if s == nil {
@@ -86,21 +96,21 @@ func (m *Manager) Call(ctx context.Context, t *Tool, arguments json.RawMessage, 
 		if st.Reason != "" {
 			msg += ": " + shorten(st.Reason, maxErrorText)
 		}
-		return nil, &CallError{Code: CodeUpstreamUnavailable, Message: msg, Retryable: true}
+		return nil, &CallError{Code: CodeUpstreamUnavailable, Message: msg, Retryable: true, NotSent: true}
 	}
 	if s.currentHash(t.UpstreamTool) != t.Hash {
-		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("%s changed or was withdrawn by its upstream after this catalogue was taken", t.Name)}
+		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("%s changed or was withdrawn by its upstream after this catalogue was taken", t.Name), NotSent: true}
 	}
 	return s.call(ctx, t, args, progress)
 }
 
-func (s *session) call(ctx context.Context, t *Tool, args json.RawMessage, progress ProgressFunc) (*Result, error) {
+func (s *session) call(ctx context.Context, t *Tool, args Forward, progress ProgressFunc) (*Result, error) {
 	timeout := s.u.spec.CallTimeout
 	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel) // a session that stops ends its calls
 	defer stop()
-	params := &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: args}
+	params := &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: args.raw}
 	if meta, ok := ctx.Value(metaKey{}).(map[string]any); ok && len(meta) > 0 {
 		params.Meta = maps.Clone(meta)
 	}
@@ -119,6 +129,8 @@ func (s *session) call(ctx context.Context, t *Tool, args json.RawMessage, progr
 			return nil, &CallError{Code: CodeUpstreamTimeout, Message: fmt.Sprintf("%s did not answer within %v", t.Name, timeout), Retryable: true, Err: err}
 		case s.ctx.Err() != nil:
 			return nil, &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s stopped during the call", t.Upstream), Retryable: true, Err: err}
+		case errors.As(err, &wire) && wire.Code == answerTooLarge:
+			return nil, &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s: %s", t.Name, wire.Message), Err: err}
 		case errors.As(err, &wire):
 			return nil, &CallError{Code: CodeUpstreamError, Message: fmt.Sprintf("%s: the upstream answered with error %d: %s", t.Name, wire.Code, shorten(wire.Message, maxErrorText)), Err: err}
 		}

@@ -22,7 +22,11 @@ type Config struct {
 	Cwd            string            `toml:"cwd"`
 	StartupTimeout string            `toml:"startup_timeout"` // Go duration; "" is DefaultStartupTimeout
 	CallTimeout    string            `toml:"call_timeout"`    // Go duration; "" is DefaultCallTimeout
-	Tools          []ToolConfig      `toml:"tool"`
+	// HostPaths says the upstream reads and writes this host's files by
+	// the paths its arguments name: each {name:path} placeholder is then
+	// resolved on this host (see Spec.HostPaths).
+	HostPaths bool         `toml:"host_paths"`
+	Tools     []ToolConfig `toml:"tool"`
 }
 
 // ToolConfig is one [[upstream.tool]] table: what a tool needs beyond the
@@ -48,6 +52,10 @@ type Spec struct {
 	Dir            string            // "" inherits the kernel's
 	StartupTimeout time.Duration
 	CallTimeout    time.Duration
+	// HostPaths: a {name:path} placeholder's value is resolved on this
+	// host (links followed, a relative path taken from Dir), and the path
+	// it really leads to is what is authorized, recorded and forwarded.
+	HostPaths bool
 	// Tools holds the configured tools by the upstream's tool name; a tool
 	// the upstream offers that is not here gets DefaultTool.
 	Tools map[string]ToolSpec
@@ -157,7 +165,7 @@ func Parse(cfgs []Config, base string) ([]Spec, error) {
 				return fail("env", fmt.Errorf("%q: a variable name must be non-empty without '=' or NUL, and its value without NUL", k))
 			}
 		}
-		s := Spec{Name: c.Name, Command: slices.Clone(c.Command), Env: map[string]string{}, Tools: map[string]ToolSpec{}}
+		s := Spec{Name: c.Name, Command: slices.Clone(c.Command), Env: map[string]string{}, Tools: map[string]ToolSpec{}, HostPaths: c.HostPaths}
 		for k, v := range c.Env {
 			s.Env[k] = v
 		}

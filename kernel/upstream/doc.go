@@ -1,9 +1,9 @@
 // Package upstream brokers stdio MCP servers ("upstreams") for the
 // reference kernel: it starts each configured server, keeps it running,
 // pins the definitions of its tools, and forwards calls to it. It decides
-// nothing about authority: the kernel asks Tool.Target which resource a
+// nothing about authority: the kernel asks Tool.Resolve which resource a
 // call acts on, authorizes it with its grants, and only then calls
-// Manager.Call. It never imports package kernel.
+// Manager.Call with the arguments that same resolution produced. It never imports package kernel.
 //
 // The kernel uses it in five places:
 //
@@ -21,13 +21,15 @@
 //     tools to offer, each with Definition() for the catalogue and Action
 //     and Resource (a policy.Template) for discoverability; Withheld says
 //     why the others are not offered; Upstreams is each one's Status.
-//   - A call: Tool.Target(arguments) is the resource to authorize (an
-//     error wraps ErrInvalidArguments); Manager.Call(ctx, tool, arguments,
-//     progress) forwards the call in the form that names that same
-//     resource and returns the upstream's content and structuredContent,
-//     or a *CallError with one of the Code constants.
-//   - Approval: Approve(stateDir, upstream, tool) pins what is
-//     quarantined, from another process; the Manager hands the approval
+//   - A call: Tool.Resolve(arguments) reads the arguments once and
+//     returns the resource to authorize and the Forward to send (an error
+//     wraps ErrInvalidArguments); Manager.Call(ctx, tool, forward,
+//     progress) sends exactly those bytes and returns the upstream's
+//     content and structuredContent, or a *CallError with one of the Code
+//     constants.
+//   - Approval: Approve(stateDir, upstream, tool, sha256) pins what is
+//     quarantined, from another process, and with sha256 only the
+//     definition of that hash (a *NotReviewedError otherwise); the Manager hands the approval
 //     to Options.RecordApproval at its next Snapshot (or when it starts)
 //     and publishes the tool only once that recorded it. Quarantined
 //     lists what awaits approval.

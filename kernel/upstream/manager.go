@@ -101,9 +101,12 @@ type Options struct {
 	// again at the next snapshot. nil takes every approval as recorded.
 	RecordApproval func(Event) bool
 	// MaxResultBytes bounds one call's result (content and
-	// structuredContent, as JSON); a larger one fails too_large. Results
-	// above the SDK's frame bound (16 MiB) cannot be read at all and end
-	// the upstream's connection. 0 is DefaultMaxResultBytes.
+	// structuredContent, as JSON); a larger one fails too_large. A line
+	// from the upstream longer than this and 64 KiB for its envelope is
+	// refused while it is read, never held whole: the call it answers
+	// fails too_large and the upstream goes on (an over-long line whose id
+	// is not in its first 64 KiB ends the connection instead). 0 is
+	// DefaultMaxResultBytes.
 	MaxResultBytes int
 	// StopGrace is how long an upstream has to exit once its stdin is
 	// closed, and again once its process group got SIGTERM, before

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,7 +36,28 @@ var (
 	ErrUnknownUpstream = errors.New("no tool of this upstream has been pinned")
 	ErrUnknownTool     = errors.New("this tool has never been pinned")
 	ErrNothingPending  = errors.New("nothing is quarantined")
+	ErrNotReviewed     = errors.New("the pending definition is not the one named")
 )
+
+// MinHashPrefix is the fewest hex digits of a SHA-256 that Approve
+// takes to name a definition.
+const MinHashPrefix = 12
+
+// NotReviewedError is an approval refused because the definition pending
+// now is not the one the approver named (the upstream changed it again
+// after it was reviewed).
+type NotReviewedError struct {
+	Upstream, Tool string
+	Named          string   // the hex prefix the approver gave
+	Pending        string   // SHA-256 of the definition pending now
+	Changed        []string // the fields in which it differs from the pinned one
+}
+
+func (e *NotReviewedError) Error() string {
+	return fmt.Sprintf("approve %s.%s: the definition pending now is %s, not %s", e.Upstream, e.Tool, e.Pending, e.Named)
+}
+
+func (e *NotReviewedError) Unwrap() error { return ErrNotReviewed }
 
 // DefaultStateDir is $XDG_STATE_HOME/sharedos, else
 // ~/.local/state/sharedos: where the kernel keeps its audit log and pins.
@@ -271,12 +293,20 @@ type Approval struct {
 
 // Approve pins, for the upstream, the pending definition of tool (every
 // quarantined tool of the upstream when tool is ""), in the pins file of
-// stateDir. A kernel running the upstream records each approval in its
-// audit log (Options.RecordApproval) at its next snapshot, or when it
-// next starts, and publishes the tool from then on. It fails with
-// ErrUnknownUpstream or ErrUnknownTool for what was never pinned, and
-// ErrNothingPending when there is nothing to approve.
-func Approve(stateDir, upstream, tool string, now time.Time) ([]Approval, error) {
+// stateDir. With sha256 set (lowercase hex, a prefix of at least
+// MinHashPrefix digits, or the whole), it pins tool's pending definition
+// only if its SHA-256 starts with sha256, and otherwise fails with a
+// *NotReviewedError: what is approved is what was reviewed, also when
+// the upstream changed it in between; the check and the pin are made
+// under the pins file's lock. A kernel running the upstream records each
+// approval in its audit log (Options.RecordApproval) at its next
+// snapshot, or when it next starts, and publishes the tool from then on.
+// It fails with ErrUnknownUpstream or ErrUnknownTool for what was never
+// pinned, and ErrNothingPending when there is nothing to approve.
+func Approve(stateDir, upstream, tool, sha256 string, now time.Time) ([]Approval, error) {
+	if sha256 != "" && (tool == "" || len(sha256) < MinHashPrefix) {
+		return nil, fmt.Errorf("approve %s: a definition is named by its tool and at least %d hex digits of its SHA-256", upstream, MinHashPrefix)
+	}
 	var out []Approval
 	err := withPinsLock(stateDir, func() error {
 		f, _, err := loadPins(stateDir)
@@ -297,6 +327,10 @@ func Approve(stateDir, upstream, tool string, now time.Time) ([]Approval, error)
 			e := tools[n]
 			if e.Pending == nil {
 				continue
+			}
+			if sha256 != "" && !strings.HasPrefix(e.Pending.SHA256, sha256) {
+				return &NotReviewedError{Upstream: upstream, Tool: n, Named: sha256, Pending: e.Pending.SHA256,
+					Changed: changedFields(e.Pinned.Definition, e.Pending.Definition)}
 			}
 			out = append(out, Approval{
 				Upstream: upstream, Tool: n, Previous: e.Pinned.SHA256, Hash: e.Pending.SHA256,

@@ -134,19 +134,19 @@ func TestApprove(t *testing.T) {
 	if _, err := s.observe("up", []*definition{a1, b1, c}, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Approve(dir, "up", "a", now); !errors.Is(err, ErrNothingPending) {
+	if _, err := Approve(dir, "up", "a", "", now); !errors.Is(err, ErrNothingPending) {
 		t.Errorf("approving a tool at its pin: %v, want ErrNothingPending", err)
 	}
 	if _, err := s.observe("up", []*definition{a2, b2, c}, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Approve(dir, "other", "", now); !errors.Is(err, ErrUnknownUpstream) {
+	if _, err := Approve(dir, "other", "", "", now); !errors.Is(err, ErrUnknownUpstream) {
 		t.Errorf("an unknown upstream: %v", err)
 	}
-	if _, err := Approve(dir, "up", "zzz", now); !errors.Is(err, ErrUnknownTool) {
+	if _, err := Approve(dir, "up", "zzz", "", now); !errors.Is(err, ErrUnknownTool) {
 		t.Errorf("an unknown tool: %v", err)
 	}
-	got, err := Approve(dir, "up", "a", now)
+	got, err := Approve(dir, "up", "a", "", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,11 +179,11 @@ func TestApprove(t *testing.T) {
 	if ok, _ := s.verdict("up", b2); ok {
 		t.Error("b was approved with a")
 	}
-	got, err = Approve(dir, "up", "", now)
+	got, err = Approve(dir, "up", "", "", now)
 	if err != nil || len(got) != 1 || got[0].Tool != "b" {
 		t.Errorf("Approve(all) = %+v, %v", got, err)
 	}
-	if _, err := Approve(dir, "up", "", now); !errors.Is(err, ErrNothingPending) {
+	if _, err := Approve(dir, "up", "", "", now); !errors.Is(err, ErrNothingPending) {
 		t.Errorf("approving all again: %v", err)
 	}
 }
@@ -222,7 +222,7 @@ func TestPinsAreWrittenPrivatelyAndRefusedWhenNot(t *testing.T) {
 	if _, err := openPins(dir); !errors.Is(err, ErrUnsafePins) {
 		t.Errorf("a world-writable state directory: %v, want ErrUnsafePins", err)
 	}
-	if _, err := Approve(dir, "up", "", now); !errors.Is(err, ErrUnsafePins) {
+	if _, err := Approve(dir, "up", "", "", now); !errors.Is(err, ErrUnsafePins) {
 		t.Errorf("Approve in a world-writable directory: %v, want ErrUnsafePins", err)
 	}
 }
@@ -272,7 +272,7 @@ func TestObserveAndApproveDoNotLoseEachOther(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if _, err := Approve(dir, "up", news[i].name, now); err != nil {
+			if _, err := Approve(dir, "up", news[i].name, "", now); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -326,5 +326,50 @@ func TestDefaultStateDir(t *testing.T) {
 	}
 	if _, err := DefaultStateDir(env(nil)); err == nil {
 		t.Error("no error without HOME")
+	}
+}
+
+// TestApproveOnlyWhatWasReviewed (issue 24, finding 3): definition B is
+// pending and reviewed; the upstream switches to C before the approval.
+// Approving B by its hash refuses, names C's hash and what differs, and
+// pins nothing; C is approved only by its own hash.
+func TestApproveOnlyWhatWasReviewed(t *testing.T) {
+	dir := stateDir(t)
+	s, err := openPins(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := def(t, "a", "1"), def(t, "a", "2"), def(t, "a", "3")
+	for _, d := range []*definition{a, b, c} {
+		if _, err := s.observe("up", []*definition{d}, now); err != nil {
+			t.Fatal(err)
+		}
+		if d == b {
+			// Reviewed here, as doctor shows it.
+			q, err := Quarantined(dir)
+			if err != nil || len(q) != 1 || q[0].Pending != b.sha {
+				t.Fatalf("Quarantined = %+v, %v", q, err)
+			}
+		}
+	}
+	_, err = Approve(dir, "up", "a", b.sha[:12], now)
+	var nr *NotReviewedError
+	if !errors.As(err, &nr) || !errors.Is(err, ErrNotReviewed) || nr.Pending != c.sha || !reflect.DeepEqual(nr.Changed, []string{"description"}) {
+		t.Fatalf("approving B while C is pending: %v (%+v)", err, nr)
+	}
+	if q, _ := Quarantined(dir); len(q) != 1 || q[0].Pending != c.sha || q[0].Pinned != a.sha {
+		t.Fatalf("after the refusal: %+v, want C still pending over A", q)
+	}
+	for _, bad := range []struct{ tool, sha string }{{"a", c.sha[:11]}, {"", c.sha}} {
+		if _, err := Approve(dir, "up", bad.tool, bad.sha, now); err == nil {
+			t.Errorf("Approve(%q, %q) accepted", bad.tool, bad.sha)
+		}
+	}
+	got, err := Approve(dir, "up", "a", c.sha[:12], now)
+	if err != nil || len(got) != 1 || got[0].Hash != c.sha {
+		t.Fatalf("approving C by its hash = %+v, %v", got, err)
+	}
+	if got, err := Approve(dir, "up", "a", c.sha, now); !errors.Is(err, ErrNothingPending) {
+		t.Errorf("approving C again = %+v, %v", got, err)
 	}
 }

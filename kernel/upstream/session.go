@@ -27,6 +27,11 @@ const protocolVersion = "2025-11-25"
 // maxListPages bounds the tools/list pages read from one upstream.
 const maxListPages = 64
 
+// lineEnvelope is what a line from an upstream may hold besides a
+// result's content and structuredContent: a line longer than
+// MaxResultBytes plus this is refused while it is read (boundedLines).
+const lineEnvelope = 64 << 10
+
 // refreshInterval is the least time between two listings of one
 // upstream's tools: an upstream announcing list changes without end
 // cannot make the kernel list, pin and report without end.
@@ -74,8 +79,10 @@ func (u *upstream) start(ctx context.Context) (*session, error) {
 	})
 	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
+		// Why, before stopping it: the stop would be its exit.
+		err = proc.failure(ctx, "initialize", u.spec.StartupTimeout, err)
 		proc.stop(u.m.opts.StopGrace)
-		return nil, proc.failure(ctx, "initialize", u.spec.StartupTimeout, err)
+		return nil, err
 	}
 	s.cs = cs
 	if r := cs.InitializeResult(); r != nil && r.ServerInfo != nil {
@@ -85,15 +92,37 @@ func (u *upstream) start(ctx context.Context) (*session, error) {
 		_ = cs.Wait()
 		close(s.done)
 	}()
+	go s.watchExit()
 	tools, err := s.fetchTools(ctx)
 	if err != nil {
+		err = proc.failure(ctx, "list tools", u.spec.StartupTimeout, err)
 		s.stop()
-		return nil, proc.failure(ctx, "list tools", u.spec.StartupTimeout, err)
+		return nil, err
 	}
 	s.apply(tools)
 	s.wg.Add(1)
 	go s.refresher()
 	return s, nil
+}
+
+// watchExit ends the session as soon as the upstream itself has exited,
+// as its supervisor reports (or the supervisor is gone too), rather than
+// when its stdout closes: a descendant may hold stdout open, and the
+// calls in flight would wait for call_timeout.
+func (s *session) watchExit() {
+	select {
+	case <-s.proc.statusDone:
+	case <-s.done:
+		return
+	}
+	if s.ctx.Err() != nil {
+		return // stopped by the kernel, not exited by itself
+	}
+	how := s.proc.exitReport()
+	if how == "" {
+		how = "its supervisor ended without saying how"
+	}
+	s.kill("the upstream exited (" + how + ")")
 }
 
 // sdkLog puts the SDK's own warnings into the kernel's log.
@@ -280,19 +309,6 @@ type process struct {
 	exit     string // how the upstream exited, as the supervisor saw it
 }
 
-// hookedTransport is the SDK's CommandTransport, with the kernel's
-// bookkeeping once the command has been started.
-type hookedTransport struct {
-	mcp.CommandTransport
-	started func(error)
-}
-
-func (t *hookedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.CommandTransport.Connect(ctx)
-	t.started(err)
-	return conn, err
-}
-
 // newProcess prepares the supervisor's command and the transport that
 // starts it.
 func (u *upstream) newProcess() (*process, mcp.Transport, error) {
@@ -318,7 +334,7 @@ func (u *upstream) newProcess() (*process, mcp.Transport, error) {
 	cmd.ExtraFiles = []*os.File{lifeR, statW} // fds 3 and 4: lifelineFD, statusFD
 	cmd.SysProcAttr = supervisorAttr()
 	p := &process{supervisor: u.m.opts.Supervisor, lifeline: lifeW, stderr: errR, statusDone: make(chan struct{}), stderrDone: make(chan struct{})}
-	t := &hookedTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: grace}}
+	t := &processTransport{cmd: cmd, grace: grace, lineBound: u.m.opts.MaxResultBytes + lineEnvelope}
 	t.started = func(err error) {
 		// The child has its copies; the kernel keeps only its own ends.
 		lifeR.Close()
@@ -384,9 +400,12 @@ func (p *process) waitReported(d time.Duration) {
 	}
 }
 
-// failure explains why a start failed: what the supervisor reported, else
-// the timeout, else the error.
+// failure explains why a start failed: the startup timeout when it
+// passed, else what the supervisor reported, else the error.
 func (p *process) failure(ctx context.Context, step string, timeout time.Duration, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%s: no answer within startup_timeout (%v)", step, timeout)
+	}
 	p.waitReported(time.Second)
 	p.mu.Lock()
 	startErr, exit, pid := p.startErr, p.exit, p.pid
@@ -398,8 +417,6 @@ func (p *process) failure(ctx context.Context, step string, timeout time.Duratio
 		return fmt.Errorf("%s: the upstream exited (%s)", step, exit)
 	case pid == 0:
 		return fmt.Errorf("%s: the supervisor (%s) never reported starting the upstream: %w", step, p.supervisor, err)
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%s: no answer within the startup timeout of %v", step, timeout)
 	}
 	return fmt.Errorf("%s: %w", step, err)
 }

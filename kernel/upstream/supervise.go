@@ -35,6 +35,9 @@ const (
 // the Manager gave it — when the kernel asks (SIGTERM), when the kernel
 // dies (the lifeline pipe reads EOF; on Linux also the parent-death
 // signal), or, with SIGKILL at once, when the upstream exits by itself.
+// On Linux it is also the subreaper of the upstream's descendants, so
+// those that left the group (setsid, setpgid, a double fork) come to it
+// once their parents are gone, and it kills them too (endAdopted).
 func MaybeSupervise() {
 	if len(os.Args) < 2 || os.Args[1] != supervisorArg {
 		return
@@ -63,6 +66,7 @@ func supervise(args []string) int {
 	// Before the upstream starts, so that a SIGTERM in between is not lost.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	adopting := adoptOrphans()
 
 	cmd := exec.Command(args[2], args[3:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -75,6 +79,17 @@ func supervise(args []string) int {
 	report("started %d", pgid)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	if adopting {
+		// Adopted orphans that exit are reaped as they go, not kept as
+		// zombies for the upstream's whole life.
+		chld := make(chan os.Signal, 1)
+		signal.Notify(chld, syscall.SIGCHLD)
+		go func() {
+			for range chld {
+				reapAdopted(pgid)
+			}
+		}()
+	}
 	kernelGone := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.NewFile(lifelineFD, "lifeline"))
@@ -85,6 +100,7 @@ func supervise(args []string) int {
 	case err := <-exited:
 		// What the upstream leaves behind goes with it.
 		killGroup(pgid, syscall.SIGKILL)
+		endAdopted(pgid)
 		report("exited %s", describeExit(err))
 		return 0
 	case <-sigs:
@@ -106,6 +122,7 @@ func supervise(args []string) int {
 			waitErr = errors.New("still running after SIGKILL")
 		}
 	}
+	endAdopted(pgid)
 	report("exited %s", describeExit(waitErr))
 	return 0
 }

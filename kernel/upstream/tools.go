@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,7 +40,34 @@ type Tool struct {
 	Annotations *hashing.Annotations
 	Action      string          // the grant action a call needs
 	Resource    policy.Template // the resource a call acts on, in the upstream's namespace
-	Hash        string          // SHA-256 of the definition, as pinned
+	// Arguments says what the input schema holds for each placeholder of
+	// Resource, in its order.
+	Arguments []Argument
+	Hash      string // SHA-256 of the definition, as pinned
+	// host resolves the resource's path placeholders on this host, for an
+	// upstream configured with host_paths; nil otherwise. hostDir is the
+	// directory a relative path is taken from there.
+	host    policy.HostPath
+	hostDir string
+}
+
+// ClassifiedBy reports whether spec, an upstream's [[upstream]] as it is
+// configured now, authorizes calls of t as they were authorized when t's
+// snapshot was taken: the same action on the same resource template and,
+// when the template has a {name:path}, its paths resolved on this host
+// from the same directory, or not at all. A config reload that changes
+// any of these reclassifies the tool, and a call made with t must then
+// not be decided on what t says.
+func (t *Tool) ClassifiedBy(spec *Spec) bool {
+	ts, ok := spec.Tool(t.UpstreamTool)
+	if !ok || spec.Name != t.Upstream || ts.Action != t.Action || ts.Resource.String() != t.Resource.String() {
+		return false
+	}
+	if spec.HostPaths == (t.host != nil) && (!spec.HostPaths || spec.Dir == t.hostDir) {
+		return true
+	}
+	// Paths are resolved otherwise now, which only a {name:path} reads.
+	return !slices.ContainsFunc(t.Resource.Placeholders(), func(p policy.Placeholder) bool { return p.Kind == policy.KindPath })
 }
 
 // ReadWrite is the definition's readWrite: "read" for the actions that
@@ -62,63 +89,11 @@ func (t *Tool) Definition() hashing.Definition {
 	}
 }
 
-// ErrInvalidArguments is what Target and Call fail with when the
-// arguments cannot be forwarded: not a JSON object, or an argument that
-// cannot name its resource segment (wrapping a *policy.ArgumentError).
+// ErrInvalidArguments is what Resolve fails with when the arguments
+// cannot be forwarded: not a JSON object, a member name that repeats or
+// folds onto another, or an argument that cannot name its resource
+// segment (wrapping a *policy.ArgumentError).
 var ErrInvalidArguments = errors.New("invalid arguments")
-
-// Target returns the resource a call with these arguments acts on, the
-// one the kernel must authorize. Call forwards the arguments only in the
-// form that names this same resource (see policy.ArgumentSegment).
-func (t *Tool) Target(arguments json.RawMessage) (policy.Resource, error) {
-	p, _, err := t.resolve(arguments)
-	if err != nil {
-		return policy.Resource{}, err
-	}
-	return policy.Resource{Namespace: t.Upstream, Path: p}, nil
-}
-
-// resolve returns the resource path and the arguments to forward: as
-// given when the resource has no placeholders, else re-encoded from what
-// the kernel read, so that the upstream cannot read another value out of
-// them (a duplicate key, an invalid escape) than the one authorized.
-func (t *Tool) resolve(arguments json.RawMessage) (string, json.RawMessage, error) {
-	arguments = bytes.TrimSpace(arguments)
-	if len(arguments) == 0 || string(arguments) == "null" {
-		arguments = json.RawMessage("{}")
-	}
-	if arguments[0] != '{' {
-		return "", nil, fmt.Errorf("%w: arguments must be a JSON object", ErrInvalidArguments)
-	}
-	names := t.Resource.Arguments()
-	if len(names) == 0 {
-		if !json.Valid(arguments) {
-			return "", nil, fmt.Errorf("%w: arguments are not valid JSON", ErrInvalidArguments)
-		}
-		return t.Resource.String(), arguments, nil
-	}
-	var args map[string]json.RawMessage
-	if err := json.Unmarshal(arguments, &args); err != nil {
-		return "", nil, fmt.Errorf("%w: arguments must be a JSON object", ErrInvalidArguments)
-	}
-	p, err := t.Resource.Fill(args)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
-	}
-	for _, n := range names {
-		seg, _ := policy.ArgumentSegment(args[n]) // Fill has accepted it
-		if bytes.TrimSpace(args[n])[0] == '"' {
-			args[n], _ = json.Marshal(seg)
-		} else {
-			args[n] = json.RawMessage(seg)
-		}
-	}
-	out, err := json.Marshal(args)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
-	}
-	return p, out, nil
-}
 
 // Why a tool is not published.
 const (
@@ -280,7 +255,10 @@ func judgeOne(spec *Spec, mt *mcp.Tool, name string) listed {
 	}
 	t := &Tool{
 		Name: name, Upstream: spec.Name, UpstreamTool: mt.Name, Description: mt.Description, InputSchema: in,
-		Action: ts.Action, Resource: ts.Resource, Hash: def.sha,
+		Action: ts.Action, Resource: ts.Resource, Arguments: placeholderArguments(ts.Resource, in), Hash: def.sha,
+	}
+	if spec.HostPaths {
+		t.host, t.hostDir = hostPath(spec.Dir), spec.Dir
 	}
 	if mt.OutputSchema != nil {
 		if t.OutputSchema, err = json.Marshal(mt.OutputSchema); err != nil {
@@ -303,10 +281,11 @@ func judgeOne(spec *Spec, mt *mcp.Tool, name string) listed {
 
 // checkPlaceholders says what is wrong with a template's placeholders for
 // a tool whose input schema is schema: each must be a property declared
-// with type "string" or "integer". "" when nothing is.
+// with type "string" or "integer", a path or URL placeholder's with type
+// "string". "" when nothing is.
 func checkPlaceholders(r policy.Template, schema json.RawMessage) string {
-	names := r.Arguments()
-	if len(names) == 0 {
+	placeholders := r.Placeholders()
+	if len(placeholders) == 0 {
 		return ""
 	}
 	var s struct {
@@ -317,16 +296,31 @@ func checkPlaceholders(r policy.Template, schema json.RawMessage) string {
 	if err := json.Unmarshal(schema, &s); err != nil {
 		return "the input schema is not an object with properties"
 	}
-	for _, n := range names {
-		p, ok := s.Properties[n]
-		if !ok {
-			return fmt.Sprintf("placeholder {%s} names no argument of the tool's input schema", n)
+	for _, ph := range placeholders {
+		shown := ph.Name
+		want := []string{"string", "integer"}
+		if ph.Kind != policy.KindSegment {
+			shown += ":" + string(ph.Kind)
+			want = want[:1]
 		}
-		if typ, _ := p.Type.(string); !slices.Contains([]string{"string", "integer"}, typ) {
-			return fmt.Sprintf("placeholder {%s}: the argument's type is %v, want \"string\" or \"integer\"", n, describeType(p.Type))
+		p, ok := s.Properties[ph.Name]
+		if !ok {
+			return fmt.Sprintf("placeholder {%s} names no argument of the tool's input schema", shown)
+		}
+		if typ, _ := p.Type.(string); !slices.Contains(want, typ) {
+			return fmt.Sprintf("placeholder {%s}: the argument's type is %v, want %s", shown, describeType(p.Type), quotedOr(want))
 		}
 	}
 	return ""
+}
+
+// quotedOr is a list of words for a message: "a" or "b".
+func quotedOr(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = strconv.Quote(w)
+	}
+	return strings.Join(q, " or ")
 }
 
 func describeType(t any) string {

@@ -124,7 +124,9 @@ func (u *upstream) set(change func(*Status)) {
 	case StateFailed, StateRestarting:
 		ev = u.log.Warn().Str("reason", st.Reason).Time("retry", st.Retry)
 		if len(st.Stderr) > 0 {
-			ev = ev.Str("lastStderr", st.Stderr[len(st.Stderr)-1])
+			// Its last lines: why a server did not start is most often in
+			// them (a proxy or certificate npm could not get through).
+			ev = ev.Strs("lastStderr", st.Stderr)
 		}
 	case StateReady:
 		ev = ev.Int("pid", st.PID).Str("server", st.Server)

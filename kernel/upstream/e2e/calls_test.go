@@ -55,7 +55,7 @@ func TestACancelledCallIsCancelledUpstreamToo(t *testing.T) {
 	done := make(chan error, 1)
 	progressed := make(chan struct{}, 3)
 	go func() {
-		_, err := f.m.Call(ctx, tool, json.RawMessage(`{"id":"c1"}`), func(float64, float64, string) { progressed <- struct{}{} })
+		_, err := f.m.Call(ctx, tool, forward(t, tool, `{"id":"c1"}`), func(float64, float64, string) { progressed <- struct{}{} })
 		done <- err
 	}()
 	// Progress means the call is at the upstream; then cancel it.
@@ -81,7 +81,7 @@ func TestProgressIsRelayedToTheCaller(t *testing.T) {
 	hold := f.tool(f.m.Snapshot(), "test.hold")
 	done := make(chan *upstream.Result, 1)
 	go func() {
-		r, err := f.m.Call(context.Background(), hold, json.RawMessage(`{"id":"p1"}`), func(p, total float64, msg string) {
+		r, err := f.m.Call(context.Background(), hold, forward(t, hold, `{"id":"p1"}`), func(p, total float64, msg string) {
 			reports <- report{p, total, msg}
 		})
 		if err != nil {
@@ -129,11 +129,49 @@ func TestAResultOverTheBoundIsTooLargeAndTheUpstreamGoesOn(t *testing.T) {
 	if ce := callError(t, err, upstream.CodeTooLarge); !strings.Contains(ce.Message, "65536") {
 		t.Errorf("%+v", ce)
 	}
+	// Between the result bound and the line bound (64 KiB more): read,
+	// then refused.
+	_, err = f.call("test.huge", `{"bytes":100000}`)
+	callError(t, err, upstream.CodeTooLarge)
 	if r, err := f.call("test.echo", `{"text":"next"}`); err != nil || text(t, r) != "next" {
 		t.Errorf("after too_large: %v, %v", r, err)
 	}
 	if st := f.m.Status()[0]; st.Restarts != 0 {
 		t.Errorf("too_large restarted the upstream: %+v", st)
+	}
+}
+
+// TestAResultOverTheSDKsFrameBoundIsTooLargeToo: a 20 MB answer, more
+// than the SDK's client would read at all (16 MiB, which ended the
+// connection), is refused while it is read; its call fails too_large,
+// the calls beside it are answered, and the upstream goes on.
+func TestAResultOverTheSDKsFrameBoundIsTooLargeToo(t *testing.T) {
+	f := newFixture(t, "", []upstream.Spec{spec(t, "test", "")}, nil)
+	f.readyFrom(0, "test")
+	echo, huge := f.tool(f.m.Snapshot(), "test.echo"), f.tool(f.m.Snapshot(), "test.huge")
+	errs := make(chan error, 2)
+	go func() {
+		_, err := f.m.Call(context.Background(), huge, forward(t, huge, `{"bytes":20000000}`), nil)
+		errs <- err
+	}()
+	go func() {
+		r, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"beside"}`), nil)
+		if err == nil && text(t, r) != "beside" {
+			err = errors.New("echo answered " + text(t, r))
+		}
+		errs <- err
+	}()
+	var got []string
+	for range 2 {
+		if err := <-errs; err != nil {
+			got = append(got, err.Error())
+		}
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "too_large: test.huge: the answer is 200000") {
+		t.Errorf("errors %q, want huge's too_large only", got)
+	}
+	if st := f.m.Status()[0]; st.Restarts != 0 || st.State != upstream.StateReady {
+		t.Errorf("the upstream after a 20 MB answer: %+v", st)
 	}
 }
 
@@ -183,15 +221,15 @@ resource = "/issues/{n}"
 	if repo.Action != "read" || repo.Resource.Prefix() != "/repos" {
 		t.Errorf("get_repo %+v", repo)
 	}
-	r, err := repo.Target(json.RawMessage(`{"owner":"acme","repo":"widget"}`))
+	r, _, err := repo.Resolve(json.RawMessage(`{"owner":"acme","repo":"widget"}`))
 	if err != nil || r.String() != "gh:/repos/acme/widget" {
-		t.Errorf("Target = %v, %v", r, err)
+		t.Errorf("Resolve = %v, %v", r, err)
 	}
-	res, err := f.m.Call(context.Background(), repo, json.RawMessage(`{"owner":"acme","repo":"widget"}`), nil)
+	res, err := f.m.Call(context.Background(), repo, forward(t, repo, `{"owner":"acme","repo":"widget"}`), nil)
 	if err != nil || text(t, res) != "acme/widget" {
 		t.Errorf("get_repo: %v, %v", res, err)
 	}
-	res, err = f.m.Call(context.Background(), issue, json.RawMessage(`{"n":7.0}`), nil)
+	res, err = f.m.Call(context.Background(), issue, forward(t, issue, `{"n":7.0}`), nil)
 	if err != nil || text(t, res) != `{"n":7}` {
 		t.Errorf("the upstream got %v (%v), want the integer the resource names", res, err)
 	}
@@ -205,11 +243,48 @@ resource = "/issues/{n}"
 		`{"owner":["acme"],"repo":"x"}`,
 		`{"repo":"x"}`,
 	} {
-		if _, err := repo.Target(json.RawMessage(args)); !errors.Is(err, upstream.ErrInvalidArguments) {
-			t.Errorf("Target(%s) = %v, want ErrInvalidArguments", args, err)
+		if _, _, err := repo.Resolve(json.RawMessage(args)); !errors.Is(err, upstream.ErrInvalidArguments) {
+			t.Errorf("Resolve(%s) = %v, want ErrInvalidArguments", args, err)
 		}
-		_, err := f.m.Call(context.Background(), repo, json.RawMessage(args), nil)
-		callError(t, err, upstream.CodeInvalidArguments)
+	}
+	// Arguments nobody resolved are never sent.
+	_, err = f.m.Call(context.Background(), repo, upstream.Forward{}, nil)
+	callError(t, err, upstream.CodeInvalidArguments)
+}
+
+// TestTheUpstreamReadsTheArgumentsTheDecisionWasMadeOn: get_user decodes
+// its arguments as a Go server does (encoding/json into a struct, names
+// matched case-insensitively, the last kept). Names it would take for
+// "user" are refused by Resolve; what Resolve accepts, the upstream reads
+// as the resource says.
+func TestTheUpstreamReadsTheArgumentsTheDecisionWasMadeOn(t *testing.T) {
+	f := newFixture(t, "", []upstream.Spec{spec(t, "gh", `
+[[upstream.tool]]
+name = "get_user"
+action = "read"
+resource = "/users/{user}"
+`)}, nil)
+	f.readyFrom(0, "gh")
+	user := f.tool(f.m.Snapshot(), "gh.get_user")
+	for _, args := range []string{
+		`{"user":"alice","uſer":"bob"}`,
+		`{"user":"alice","USER":"bob"}`,
+		`{"user":"alice","Uſer":"bob"}`,
+		`{"user":"alice","user":"bob"}`,
+	} {
+		if r, _, err := user.Resolve(json.RawMessage(args)); !errors.Is(err, upstream.ErrInvalidArguments) {
+			t.Errorf("Resolve(%s) = %v, %v; want ErrInvalidArguments", args, r, err)
+		}
+	}
+	for _, args := range []string{`{"user":"alice"}`, `{"user":"\u0061lice"}`, `{"user":"alice","other":{"user":"bob"}}`} {
+		r, fw, err := user.Resolve(json.RawMessage(args))
+		if err != nil || r.String() != "gh:/users/alice" {
+			t.Fatalf("Resolve(%s) = %v, %v", args, r, err)
+		}
+		res, err := f.m.Call(context.Background(), user, fw, nil)
+		if err != nil || text(t, res) != "data of alice" {
+			t.Errorf("get_user %s: %v, %v; want alice's data", args, res, err)
+		}
 	}
 }
 
@@ -223,7 +298,7 @@ func TestConcurrentCallsAreAnsweredEachToItsCaller(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			want := strings.Repeat("x", i)
-			r, err := f.m.Call(context.Background(), echo, json.RawMessage(`{"text":"`+want+`"}`), nil)
+			r, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"`+want+`"}`), nil)
 			if err != nil || text(t, r) != want {
 				t.Errorf("call %d: %v, %v", i, r, err)
 			}

@@ -23,7 +23,8 @@ import (
 )
 
 // miniKernelArg makes this test binary a minimal kernel: it starts the
-// test upstream, has it spawn a grandchild, prints "pids UPSTREAM
+// test upstream, has it spawn a grandchild (as the optional third
+// argument says: see the test upstream's spawn), prints "pids UPSTREAM
 // GRANDCHILD" and waits to be killed.
 const miniKernelArg = "__upstream-test-minikernel"
 
@@ -57,7 +58,16 @@ func maybeMiniKernel() {
 	if i < 0 {
 		fail(fmt.Errorf("test.spawn is not published: %+v", snap))
 	}
-	r, err := m.Call(ctx, snap.Tools[i], nil, nil)
+	how := ""
+	if len(os.Args) > 3 {
+		how = os.Args[3]
+	}
+	args, _ := json.Marshal(map[string]string{"how": how})
+	_, fw, err := snap.Tools[i].Resolve(args)
+	if err != nil {
+		fail(err)
+	}
+	r, err := m.Call(ctx, snap.Tools[i], fw, nil)
 	if err != nil {
 		fail(err)
 	}
@@ -71,7 +81,15 @@ func maybeMiniKernel() {
 
 func spawn(t *testing.T, f *fixture) int {
 	t.Helper()
-	r, err := f.call("test.spawn", `{}`)
+	return spawnHow(t, f, "")
+}
+
+// spawnHow has the test upstream start a grandchild as how says and
+// returns its pid.
+func spawnHow(t *testing.T, f *fixture, how string) int {
+	t.Helper()
+	args, _ := json.Marshal(map[string]string{"how": how})
+	r, err := f.call("test.spawn", string(args))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,10 +137,17 @@ func TestCloseKillsAnUpstreamThatWillNotStop(t *testing.T) {
 }
 
 func TestAKilledKernelLeavesNothingBehind(t *testing.T) {
+	killedKernelLeavesNothing(t, "")
+}
+
+// killedKernelLeavesNothing runs the mini kernel, has its upstream spawn
+// a grandchild as how says, SIGKILLs the kernel, and waits for both to be
+// gone.
+func killedKernelLeavesNothing(t *testing.T, how string) {
 	if testing.Short() {
 		t.Skip("starts a kernel process")
 	}
-	cmd := exec.Command(exe, miniKernelArg, filepath.Join(t.TempDir(), "state"))
+	cmd := exec.Command(exe, miniKernelArg, filepath.Join(t.TempDir(), "state"), how)
 	cmd.Env = append(os.Environ(), "GORACE="+quickExit)
 	var log bytes.Buffer
 	cmd.Stderr = &log
@@ -277,7 +302,7 @@ func TestCrashMidCallIsUnavailableThenTheUpstreamIsRestarted(t *testing.T) {
 	// A tool from a snapshot taken before the crash, with the same
 	// definition, is served by the new process.
 	echo := f.tool(before, "test.echo")
-	if r, err := f.m.Call(context.Background(), echo, json.RawMessage(`{"text":"again"}`), nil); err != nil || text(t, r) != "again" {
+	if r, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"again"}`), nil); err != nil || text(t, r) != "again" {
 		t.Errorf("after the restart: %v, %v", r, err)
 	}
 }
@@ -309,7 +334,8 @@ func TestCallsWhileNotReadyAreUnavailable(t *testing.T) {
 	f.events.waitFrom(t, after, "a restart", func(e upstream.Event) bool {
 		return e.Kind == upstream.EventState && e.Status.State == upstream.StateRestarting
 	})
-	_, err := f.m.Call(context.Background(), f.tool(snap, "test.echo"), json.RawMessage(`{"text":"x"}`), nil)
+	echo := f.tool(snap, "test.echo")
+	_, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"x"}`), nil)
 	ce := callError(t, err, upstream.CodeUpstreamUnavailable)
 	if !ce.Retryable || !strings.Contains(ce.Message, "restarting") {
 		t.Errorf("%+v", ce)

@@ -207,7 +207,19 @@ func (f *fixture) withheld(snap *upstream.Snapshot, name string) upstream.Withhe
 // call calls a tool of a fresh snapshot.
 func (f *fixture) call(name, args string) (*upstream.Result, error) {
 	f.t.Helper()
-	return f.m.Call(context.Background(), f.tool(f.m.Snapshot(), name), json.RawMessage(args), nil)
+	tl := f.tool(f.m.Snapshot(), name)
+	return f.m.Call(context.Background(), tl, forward(f.t, tl, args), nil)
+}
+
+// forward resolves a call's arguments, as the kernel does before it
+// authorizes and forwards them.
+func forward(t testing.TB, tl *upstream.Tool, args string) upstream.Forward {
+	t.Helper()
+	_, fw, err := tl.Resolve(json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("resolve %s %s: %v", tl.Name, args, err)
+	}
+	return fw
 }
 
 // text is the first text block of a result.

@@ -64,10 +64,10 @@ resource = "/graph"
 		t.Errorf("%d tools pinned, %d published", pinned, len(snap.Tools))
 	}
 	ctx := context.Background()
-	if _, err := f.m.Call(ctx, create, json.RawMessage(`{"entities":[{"name":"sharedos","entityType":"project","observations":["brokered"]}]}`), nil); err != nil {
+	if _, err := f.m.Call(ctx, create, forward(t, create, `{"entities":[{"name":"sharedos","entityType":"project","observations":["brokered"]}]}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	r, err := f.m.Call(ctx, read, nil, nil)
+	r, err := f.m.Call(ctx, read, forward(t, read, ``), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +105,12 @@ func TestNPMEverythingServer(t *testing.T) {
 	snap := f.m.Snapshot()
 	ctx := context.Background()
 
-	r, err := f.m.Call(ctx, f.tool(snap, "everything.echo"), json.RawMessage(`{"message":"hello"}`), nil)
+	r, err := f.m.Call(ctx, f.tool(snap, "everything.echo"), forward(t, f.tool(snap, "everything.echo"), `{"message":"hello"}`), nil)
 	if err != nil || text(t, r) != "Echo: hello" {
 		t.Errorf("echo: %v, %v", r, err)
 	}
 
-	r, err = f.m.Call(ctx, f.tool(snap, "everything.get-env"), nil, nil)
+	r, err = f.m.Call(ctx, f.tool(snap, "everything.get-env"), forward(t, f.tool(snap, "everything.get-env"), ``), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +133,14 @@ func TestNPMEverythingServer(t *testing.T) {
 	if structured.OutputSchema == nil {
 		t.Error("get-structured-content's outputSchema is not published")
 	}
-	r, err = f.m.Call(ctx, structured, json.RawMessage(`{"location":"New York"}`), nil)
+	r, err = f.m.Call(ctx, structured, forward(t, structured, `{"location":"New York"}`), nil)
 	if err != nil || r.StructuredContent == nil {
 		t.Errorf("get-structured-content: %v, %v", r, err)
 	}
 
 	var mu sync.Mutex
 	var reports []float64
-	r, err = f.m.Call(ctx, f.tool(snap, "everything.trigger-long-running-operation"), json.RawMessage(`{"duration":1,"steps":4}`), func(p, total float64, _ string) {
+	r, err = f.m.Call(ctx, f.tool(snap, "everything.trigger-long-running-operation"), forward(t, f.tool(snap, "everything.trigger-long-running-operation"), `{"duration":1,"steps":4}`), func(p, total float64, _ string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if total != 4 {
@@ -161,7 +161,7 @@ func TestNPMEverythingServer(t *testing.T) {
 
 	// A call that outlives call_timeout fails retryable, and the server
 	// goes on.
-	_, err = f.m.Call(ctx, f.tool(snap, "slow.trigger-long-running-operation"), json.RawMessage(`{"duration":30,"steps":2}`), nil)
+	_, err = f.m.Call(ctx, f.tool(snap, "slow.trigger-long-running-operation"), forward(t, f.tool(snap, "slow.trigger-long-running-operation"), `{"duration":30,"steps":2}`), nil)
 	callError(t, err, upstream.CodeUpstreamTimeout)
 	if r, err := f.call("slow.echo", `{"message":"after"}`); err != nil || text(t, r) != "Echo: after" {
 		t.Errorf("after a timeout: %v, %v", r, err)
@@ -173,7 +173,7 @@ func TestNPMEverythingServer(t *testing.T) {
 	var once sync.Once
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.m.Call(cctx, f.tool(snap, "everything.trigger-long-running-operation"), json.RawMessage(`{"duration":30,"steps":60}`), func(float64, float64, string) {
+		_, err := f.m.Call(cctx, f.tool(snap, "everything.trigger-long-running-operation"), forward(t, f.tool(snap, "everything.trigger-long-running-operation"), `{"duration":30,"steps":60}`), func(float64, float64, string) {
 			once.Do(func() { close(first) })
 		})
 		done <- err

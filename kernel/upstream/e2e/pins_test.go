@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -47,12 +46,12 @@ func TestAListChangeShowsInTheNextSnapshotOnly(t *testing.T) {
 	}
 	// The earlier snapshot's echo is not the definition the upstream
 	// offers now: calling it is refused without reaching the upstream.
-	_, err := f.m.Call(context.Background(), echo, json.RawMessage(`{"text":"x"}`), nil)
+	_, err := f.m.Call(context.Background(), echo, forward(t, echo, `{"text":"x"}`), nil)
 	callError(t, err, upstream.CodeToolUnavailable)
 
 	// Approval pins the new definition; the running Manager sees it in
 	// its next snapshot.
-	got, err := upstream.Approve(f.dir, "test", "echo", time.Now())
+	got, err := upstream.Approve(f.dir, "test", "echo", "", time.Now())
 	if err != nil || len(got) != 1 || got[0].Hash != w.Hash || got[0].Previous != echo.Hash {
 		t.Fatalf("Approve = %+v, %v", got, err)
 	}
@@ -60,7 +59,7 @@ func TestAListChangeShowsInTheNextSnapshotOnly(t *testing.T) {
 	if approved.Description != testupstream.EchoDescription(100) || approved.Hash != w.Hash {
 		t.Errorf("after approval: %+v", approved)
 	}
-	if r, err := f.m.Call(context.Background(), approved, json.RawMessage(`{"text":"approved"}`), nil); err != nil || text(t, r) != "approved" {
+	if r, err := f.m.Call(context.Background(), approved, forward(t, approved, `{"text":"approved"}`), nil); err != nil || text(t, r) != "approved" {
 		t.Errorf("calling the approved tool: %v, %v", r, err)
 	}
 }
@@ -110,7 +109,7 @@ func TestAChangedDefinitionStaysQuarantinedAcrossRestartsUntilApproved(t *testin
 	if err != nil || len(q) != 1 || q[0].Tool != "echo" || !slices.Equal(q[0].Changed, []string{"description"}) {
 		t.Errorf("Quarantined = %+v, %v", q, err)
 	}
-	if _, err := upstream.Approve(dir, "test", "", time.Now()); err != nil {
+	if _, err := upstream.Approve(dir, "test", "", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if got := f3.tool(f3.m.Snapshot(), "test.echo"); got.Description != testupstream.EchoDescription(1) {
@@ -123,7 +122,7 @@ func TestAChangedDefinitionStaysQuarantinedAcrossRestartsUntilApproved(t *testin
 	if n := count(f4, upstream.EventToolQuarantined) + count(f4, upstream.EventToolPinned); n != 0 {
 		t.Errorf("a restart after approval reported %d pin events", n)
 	}
-	if _, err := upstream.Approve(dir, "test", "echo", time.Now()); !errors.Is(err, upstream.ErrNothingPending) {
+	if _, err := upstream.Approve(dir, "test", "echo", "", time.Now()); !errors.Is(err, upstream.ErrNothingPending) {
 		t.Errorf("approving again: %v", err)
 	}
 }
