@@ -24,20 +24,14 @@ install: ## go install with the same flags as build, into $(go env GOBIN), else 
 	case ":$$PATH:" in *":$$bin:"*) ;; \
 	*) echo "note: $$bin is not on PATH; add it (export PATH=\"$$bin:\$$PATH\") to run $(BINARY) by name" ;; esac
 
-# The packages that write and read JSON strings have an assembly path on
-# amd64 (docs/adr/0027); the purego tag tests the portable one, which
-# every other platform runs.
-PUREGO_PKGS := ./internal/jsonlex ./internal/jsonrpc ./hashing
-
 # The real Claude Code tests skip themselves without the claude CLI; a
 # skip nobody sees reads as coverage, so it is said at the end.
 CLAUDE_NOTE := note: claude is not on PATH, so the real Claude Code tests were skipped \
 	(internal/e2e TestClaudeCodeConnectsThroughTheInstalledEntry, conformance); \
 	.ci/run installs it: npm install -g @anthropic-ai/claude-code@$$(sed -n 's/^claude_code=//p' .ci/run)
 
-test: ## run the tests with the race detector (what CI runs), and the string code again without its assembly; says so when the Claude Code tests were skipped
+test: ## run the tests with the race detector (what CI runs); says so when the Claude Code tests were skipped
 	@echo 'go test -race -count=1 ./...'; go test -race -count=1 ./...; status=$$?; \
-	echo 'go test -race -count=1 -tags purego $(PUREGO_PKGS)'; go test -race -count=1 -tags purego $(PUREGO_PKGS) || status=1; \
 	command -v claude >/dev/null 2>&1 || echo "$(CLAUDE_NOTE)"; \
 	exit $$status
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // The module writes JSON strings under two contracts: the bytes
@@ -23,88 +22,34 @@ const hexDigits = "0123456789abcdef"
 // \u00xx in lowercase hex; every other ASCII byte, DEL included, is
 // written as it is.
 //
-// A large output's text block is this over megabytes of text like
-// source code, with a stop every dozen bytes, so it does not append: it
-// stores into dst's spare capacity, a plain word as it is and a word with
-// a stop a byte at a time through a table of what each byte becomes; on
-// amd64, sixteen bytes at a time (escapeBlocks, docs/adr/0027).
-// dst is grown (make and copy) only when a write would not fit; a caller
-// that escapes large text sizes dst for it.
+// A large output's text block is this over megabytes of text like source
+// code, with a stop every dozen bytes, so it goes a word at a time into
+// dst's spare capacity: a word without a stop is stored as it is, a word
+// with some a byte at a time through a table of what each byte becomes,
+// each store eight bytes wide and bounds-checked. dst is grown (make and
+// copy) only when a write would not fit; a caller that escapes large text
+// sizes dst for it.
 func AppendEscapedASCII[T ~string | ~[]byte](dst []byte, s T, i int) ([]byte, int) {
-	// One body for both kinds of s, compiled outside the generic code
-	// (whose shaped form does not inline the stores): a slice header
-	// begins with a string's, and s is only read.
-	return appendEscapedASCII(dst, *(*string)(unsafe.Pointer(&s)), i)
-}
-
-func appendEscapedASCII(dst []byte, s string, i int) ([]byte, int) {
 	k, d := len(dst), dst[:cap(dst)]
-	// Where the blocks may be tried again, and how far past a block
-	// they leave to try them next, doubled while they do not get four
-	// blocks far: text full of \u00xx escapes (terminal colours, \x1b
-	// every few bytes) would otherwise try every other word in blocks,
-	// and go at half the words' speed.
-	blocksFrom, backOff := i, 16
 	for i < len(s) {
-		// Sixteen bytes at a time where the processor can; the blocks
-		// it leaves, the rest of s, and any growing are done below. A
-		// call takes at most 64 KiB: the runtime cannot preempt
-		// assembly, and a goroutine that answers a ping may be waiting.
-		if haveBlocks && i >= blocksFrom && len(s)-i >= 32 {
-			if blocks := min((len(s)-i)/16, (len(d)-k)/32, 4096); blocks > 0 {
-				n, w := escapeBlocks(&d[k], unsafe.StringData(s[i:]), blocks)
-				i, k = i+n, k+w
-				if n == 16*blocks {
-					continue
-				}
-				if n >= 4*16 {
-					backOff = 16
-				} else {
-					backOff = min(2*backOff, 4096)
-				}
-				blocksFrom = i + backOff
-			}
-		}
-		// A word at a time, stored as it is if it has no stop, else a
-		// byte at a time through the table: every load's address is
-		// known ahead, so none waits for where the last stop was. There
-		// is room for eight escapes of six bytes, each stored as eight,
-		// so the stores are unchecked.
-		if i+8 <= len(s) && len(d)-k >= 8*6+2 {
-			p := unsafe.Pointer(unsafe.SliceData(d))
+		// Room for eight escapes of six bytes, the last stored as
+		// eight: the word's stores stay inside d.
+		if i+8 <= len(s) && len(d)-k >= 7*6+8 {
 			w := s[i : i+8]
 			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
 				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 			if StopNonASCII.flags(x) == 0 {
-				store8(p, k, x)
+				binary.LittleEndian.PutUint64(d[k:], x)
 				i, k = i+8, k+8
 				continue
 			}
-			if x&0x8080808080808080 == 0 { // written out: Go does not unroll loops
-				e := escapes[byte(x)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>8)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>16)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>24)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>32)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>40)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>48)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>56)]
-				store8(p, k, e)
-				k += int(e >> 56)
+			if x&0x8080808080808080 == 0 {
+				for range 8 {
+					e := escapes[byte(x)]
+					binary.LittleEndian.PutUint64(d[k:], e)
+					k += int(e >> 56)
+					x >>= 8
+				}
 				i += 8
 				continue
 			}
@@ -136,18 +81,10 @@ func appendEscapedASCII(dst []byte, s string, i int) ([]byte, int) {
 	return d[:k], i
 }
 
-// store8 stores v at p+k, its lowest byte first (as one unaligned store
-// where the processor has them, bytes one by one where it does not). The
-// caller has checked that the eight bytes are inside its buffer.
-func store8(p unsafe.Pointer, k int, v uint64) {
-	binary.LittleEndian.PutUint64((*[8]byte)(unsafe.Add(p, k))[:], v)
-}
-
 // escapes is what AppendEscapedASCII writes for each ASCII byte: its
 // bytes in the low six bytes of the word, first byte lowest, and how many
-// there are in the top byte. It has a (zero) word for every byte value so
-// that indexing it needs no check; bytes at or above 0x80 never reach it.
-var escapes = func() (t [256]uint64) {
+// there are in the top byte.
+var escapes = func() (t [utf8.RuneSelf]uint64) {
 	for b := range utf8.RuneSelf {
 		switch b {
 		case '"', '\\':
