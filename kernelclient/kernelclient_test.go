@@ -119,16 +119,16 @@ func TestPendingCallsFailWhenTheKernelGoes(t *testing.T) {
 	}
 }
 
-// TestDeferredInvokesGoOutInOrder holds two calls back and sends
-// call.cancel, which must write them first: the kernel sees the three in
-// the order they were made, and both calls are answered.
-func TestDeferredInvokesGoOutInOrder(t *testing.T) {
+// TestQueuedRequestsGoOutInOrder makes two calls and a call.cancel
+// without waiting: the kernel sees the three in the order they were made,
+// and both calls are answered.
+func TestQueuedRequestsGoOutInOrder(t *testing.T) {
 	k, c := introduced(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var calls []*Call
 	for _, arg := range []string{`{"n":1}`, `{"n":2}`} {
-		call, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c" + arg[5:6], Tool: "files.read", Arguments: []byte(arg), CatalogHash: k.Hash})
+		call, err := c.StartInvoke(kproto.InvokeParams{CallID: "c" + arg[5:6], Tool: "files.read", Arguments: []byte(arg), CatalogHash: k.Hash})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestDeferredInvokesGoOutInOrder(t *testing.T) {
 	}
 	for i, call := range calls {
 		if _, err := result(ctx, call); err != nil {
-			t.Fatalf("call %d: %v (held back and never written?)", i+1, err)
+			t.Fatalf("call %d: %v", i+1, err)
 		}
 	}
 	if err := c.call(ctx, kproto.MethodPing, struct{}{}, nil); err != nil { // the kernel has read everything before it
@@ -148,23 +148,6 @@ func TestDeferredInvokesGoOutInOrder(t *testing.T) {
 	want := []string{"hello a", `invoke files.read args={"n":1}`, `invoke files.read args={"n":2}`, "cancel c9"}
 	if got := k.Events(); !slices.Equal(got[:min(len(got), len(want))], want) {
 		t.Errorf("the kernel saw %q, want %q first", got, want)
-	}
-}
-
-// TestFlushWritesDeferredInvokes: a call held back is written by Flush.
-func TestFlushWritesDeferredInvokes(t *testing.T) {
-	k, c := introduced(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	call, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{}`), CatalogHash: k.Hash})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := result(ctx, call); err != nil {
-		t.Fatalf("the flushed call: %v", err)
 	}
 }
 
@@ -211,13 +194,13 @@ func TestAnAnswerOverTheLineLimitCostsOneCall(t *testing.T) {
 
 // TestARequestOverTheKernelsLimitIsNotSent: the kernel's line limit comes
 // with hello, and a request line longer than it fails before a byte of it
-// is written; the requests held back before it still go.
+// is written; the request queued before it still goes.
 func TestARequestOverTheKernelsLimitIsNotSent(t *testing.T) {
 	const limit = 2048
 	k, c := introducedWith(t, kerneltest.Options{MaxLine: limit}, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	held, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{"path":"/held"}`), CatalogHash: k.Hash})
+	held, err := c.StartInvoke(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{"path":"/held"}`), CatalogHash: k.Hash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +220,7 @@ func TestARequestOverTheKernelsLimitIsNotSent(t *testing.T) {
 		t.Fatalf("a request one byte over the kernel's limit = %v, want ErrRequestTooLarge", err)
 	}
 	if _, err := result(ctx, held); err != nil {
-		t.Fatalf("the request held back before it: %v", err)
+		t.Fatalf("the request queued before it: %v", err)
 	}
 	if _, err := invoke(ctx, c, fits); err != nil {
 		t.Fatalf("a request exactly at the kernel's limit: %v", err)
