@@ -174,6 +174,9 @@ func run(o options, out io.Writer) error {
 		return profileScenario(o, peers, ks, out)
 	}
 	rep := report{opts: o, peers: peers, results: map[string][]sample{}, loadStart: loadStart}
+	if rep.source, err = scanSource("."); err != nil {
+		return fmt.Errorf("read the module's source: %w", err)
+	}
 	floors := make([][]time.Duration, len(floorCmds))
 	floorFaults := make([][]int64, len(floorCmds))
 	var faults, decodes, valids []time.Duration
