@@ -3,6 +3,7 @@ package jsonlex
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -132,46 +133,81 @@ const (
 func AppendUnescaped(dst, body []byte, sur Surrogates) []byte {
 	for i := 0; i < len(body); {
 		if body[i] != '\\' {
-			j := len(body)
-			if k := bytes.IndexByte(body[i+1:], '\\'); k >= 0 {
-				j = i + 1 + k
-			}
+			j := runEnd(body, i)
 			dst = appendRaw(dst, body[i:j], sur)
 			i = j
 			continue
 		}
-		switch e := body[i+1]; e {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r := hex4(body[i+2:])
-			i += 6
-			if 0xD800 <= r && r < 0xDC00 && i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
-				if lo := hex4(body[i+2:]); 0xDC00 <= lo && lo <= 0xDFFF {
-					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-					i += 6
-				}
-			}
-			if sur == KeepSurrogates {
-				dst = appendWTF8(dst, r)
-			} else {
-				dst = utf8.AppendRune(dst, r) // U+FFFD for a surrogate
-			}
-			continue
-		default: // '"', '\\', '/'
-			dst = append(dst, e)
+		r, n := unescape(body, i)
+		if sur == KeepSurrogates {
+			dst = appendWTF8(dst, r)
+		} else {
+			dst = utf8.AppendRune(dst, r) // U+FFFD for a surrogate
 		}
-		i += 2
+		i += n
 	}
 	return dst
+}
+
+// UnescapeString is string(AppendUnescaped(nil, body, ReplaceSurrogates)),
+// written once, into the string: a long value (a file's content) costs
+// one buffer of its size, not a buffer and its copy.
+func UnescapeString(body []byte) string {
+	var b strings.Builder
+	b.Grow(len(body)) // a value is rarely longer than its escaped body
+	for i := 0; i < len(body); {
+		if body[i] != '\\' {
+			j := runEnd(body, i)
+			if run := body[i:j]; utf8.Valid(run) {
+				b.Write(run)
+			} else {
+				b.Write(appendRaw(nil, run, ReplaceSurrogates))
+			}
+			i = j
+			continue
+		}
+		r, n := unescape(body, i)
+		b.WriteRune(r) // U+FFFD for a surrogate
+		i += n
+	}
+	return b.String()
+}
+
+// runEnd is the offset of the first '\\' in body after i, or len(body).
+func runEnd(body []byte, i int) int {
+	if k := bytes.IndexByte(body[i+1:], '\\'); k >= 0 {
+		return i + 1 + k
+	}
+	return len(body)
+}
+
+// unescape decodes the escape at body[i], a '\\' a Lexer has accepted,
+// and returns the code point it spells and its length: a surrogate pair
+// of two \u escapes is one code point, a lone surrogate is returned as
+// it is.
+func unescape(body []byte, i int) (rune, int) {
+	switch e := body[i+1]; e {
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r := hex4(body[i+2:])
+		if 0xD800 <= r && r < 0xDC00 && i+12 <= len(body) && body[i+6] == '\\' && body[i+7] == 'u' {
+			if lo := hex4(body[i+8:]); 0xDC00 <= lo && lo <= 0xDFFF {
+				return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12
+			}
+		}
+		return r, 6
+	default: // '"', '\\', '/'
+		return rune(e), 2
+	}
 }
 
 // appendRaw appends a run of a body without escapes.

@@ -83,7 +83,5 @@ func DecodeString(raw []byte) (string, error) {
 		var buf [64]byte
 		return string(jsonlex.AppendUnescaped(buf[:0], body, jsonlex.ReplaceSurrogates)), nil
 	}
-	// A long string (a file's content) is decoded into a buffer sized
-	// once: the value is rarely longer than its escaped body.
-	return string(jsonlex.AppendUnescaped(make([]byte, 0, len(body)), body, jsonlex.ReplaceSurrogates)), nil
+	return jsonlex.UnescapeString(body), nil
 }
