@@ -81,9 +81,9 @@ func (o Options) Trusted(uid uint32) bool {
 //
 // Requests are queued, in the order they are made, and written by one
 // goroutine of the client's (writeLoop): a caller never waits for the
-// kernel to read, only, past maxQueued bytes, for room in the queue, and
-// requests queued while a write is under way go together in the next
-// one. Answers are read by another (readLoop), which copies each once
+// kernel to read (WaitRoom bounds the queue for a caller that may flood
+// it), and requests queued while a write is under way go together in the
+// next one. Answers are read by another (readLoop), which copies each once
 // out of its read buffer and hands it over.
 type Client struct {
 	conn *net.UnixConn
@@ -453,7 +453,7 @@ func (c *Client) send(id int64, method string, params any) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := c.waitRoom(); err != nil {
+	if err := c.writable(); err != nil {
 		return err
 	}
 	b := c.openBuffer()
@@ -477,20 +477,17 @@ func (c *Client) send(id int64, method string, params any) error {
 	return nil
 }
 
-// maxQueued bounds the bytes queued for the kernel: past it a sender
-// waits for writeLoop, and so for the kernel to read.
+// maxQueued is how many bytes may be queued for the kernel before
+// WaitRoom waits for writeLoop, and so for the kernel to read.
 const maxQueued = 2 * jsonrpc.DefaultMaxLine
 
 // smallBuffer is the size of the buffer small requests are appended to,
 // and the largest one writeLoop keeps for reuse.
 const smallBuffer = 16 << 10
 
-// waitRoom waits, with wmu held, until the queue has room, and returns
-// the error that keeps anything more from being written.
-func (c *Client) waitRoom() error {
-	for c.queued > maxQueued && c.werr == nil && !c.closing {
-		c.room.Wait()
-	}
+// writable returns, with wmu held, the error that keeps anything more
+// from being written.
+func (c *Client) writable() error {
 	switch {
 	case c.werr != nil:
 		return c.werr
@@ -498,6 +495,30 @@ func (c *Client) waitRoom() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// WaitRoom waits until at most maxQueued bytes are queued for the kernel,
+// the connection is lost, or ctx ends, and returns ctx's error in the last
+// case. A sender never waits inside the client: one that may flood it (the
+// shim's stdin reader) calls this first, holding no lock of its own that
+// the kernel's answers need, so stdin is read on while the kernel is at
+// most that far behind, and memory stays bounded when it stops reading.
+func (c *Client) WaitRoom(ctx context.Context) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.queued <= maxQueued {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		c.wmu.Lock()
+		c.room.Broadcast()
+		c.wmu.Unlock()
+	})
+	defer stop()
+	for c.queued > maxQueued && c.werr == nil && !c.closing && ctx.Err() == nil {
+		c.room.Wait()
+	}
+	return ctx.Err()
 }
 
 // openBuffer returns the buffer a small request is appended to, with wmu
@@ -565,12 +586,12 @@ func (c *Client) writeLoop() {
 		closing := c.closing
 		c.vec, taken = c.queue, c.queue
 		c.queue = c.spareQueue[:0]
-		c.queued, c.open = 0, false
+		n := c.queued // what this write takes: it counts until written
+		c.open = false
 		var small []byte // kept for reuse once written
 		if b := taken[0]; cap(b) <= smallBuffer {
 			small = b[:0]
 		}
-		c.room.Broadcast()
 		c.wmu.Unlock()
 		if c.wtimeout > 0 && !closing { // closing: Close has set the deadline
 			c.conn.SetWriteDeadline(time.Now().Add(c.wtimeout))
@@ -579,6 +600,8 @@ func (c *Client) writeLoop() {
 		c.wmu.Lock()
 		clear(taken) // written: a large request is not kept alive by the queue
 		c.spareQueue = taken
+		c.queued -= n
+		c.room.Broadcast()
 		if err != nil {
 			c.werr = fmt.Errorf("%w: %v", ErrClosed, err)
 			c.conn.Close()
@@ -730,7 +753,7 @@ func (c *Client) sendInvoke(id int64, p kproto.InvokeParams) error {
 	args := invokeArguments(p)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := c.waitRoom(); err != nil {
+	if err := c.writable(); err != nil {
 		return err
 	}
 	var head [96]byte

@@ -1,14 +1,18 @@
 package kernelclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
@@ -249,6 +253,68 @@ func TestProgressReachesTheHandler(t *testing.T) {
 	for i, p := range got {
 		if p.CallID != "c9" || p.Progress != float64(i+1) || p.Total == nil || *p.Total != 3 || p.Message == "" {
 			t.Errorf("report %d = %+v", i, p)
+		}
+	}
+}
+
+// TestWaitRoomBoundsWhatWaitsForAStalledKernel: requests to a kernel that
+// has stopped reading are queued without waiting, and once more than
+// maxQueued bytes wait, WaitRoom waits: until its context ends, or until
+// the kernel reads again.
+func TestWaitRoomBoundsWhatWaitsForAStalledKernel(t *testing.T) {
+	stopped, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	k, c := introducedWith(t, kerneltest.Options{Handler: func(_ *kerneltest.Conn, m *jsonrpc.Message) bool {
+		if m.Method == kproto.MethodInvoke && bytes.Contains(m.Params, []byte(`"/stop"`)) {
+			once.Do(func() { close(stopped) })
+			<-release // the kernel reads nothing more until the test says
+		}
+		return false
+	}}, Options{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.StartInvoke(kproto.InvokeParams{CallID: "c0", Tool: "files.read", Arguments: []byte(`{"path":"/stop"}`), CatalogHash: k.Hash}); err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	pad := strings.Repeat("x", 12<<20)
+	var calls []*Call
+	for i := range 3 { // 36 MiB, more than maxQueued
+		call, err := c.StartInvoke(kproto.InvokeParams{CallID: "c" + strconv.Itoa(i+1), Tool: "files.read", Arguments: []byte(`{"path":"/big","pad":"` + pad + `"}`), CatalogHash: k.Hash})
+		if err != nil {
+			t.Fatalf("call %d, queued for a stalled kernel: %v", i+1, err)
+		}
+		calls = append(calls, call)
+	}
+	// With its context already done, WaitRoom says whether it would
+	// wait: nil only when there is room.
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if err := c.WaitRoom(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitRoom with 36 MiB queued for a kernel that reads nothing = %v, want it to wait (context.Canceled)", err)
+	}
+	// A wait is ended by its context.
+	waiting, stop := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() { waited <- c.WaitRoom(waiting) }()
+	stop()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitRoom after its context ended = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := c.WaitRoom(ctx); err != nil {
+		t.Fatalf("WaitRoom once the kernel reads again = %v", err)
+	}
+	for i, call := range calls {
+		if _, err := result(ctx, call); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
 		}
 	}
 }

@@ -140,12 +140,18 @@ func newServer(cfg Config, out io.Writer) *server {
 
 // read turns stdin lines into pending answers, in order. It returns
 // io.EOF at the end of input after queueing every answer. It never waits
-// on the kernel (only, past a bound, for the kernel client's queue to
-// have room), so cancellations and EOF are read whatever the kernel does.
+// on the kernel's answers, and for the kernel to read only while 32 MiB
+// of requests wait for it (kernelclient.WaitRoom), a wait the write
+// timeout bounds: cancellations and EOF are read whatever the kernel does.
 func (s *server) read(ctx context.Context, in io.Reader) error {
 	defer s.update(func(st *turnState) { st.ended = true })
 	r := jsonrpc.NewReader(in, s.cfg.MaxLine)
 	for {
+		// A flood of calls to a kernel that reads slowly waits here,
+		// bounded, outside every lock the kernel's answers need.
+		if err := s.kernel.WaitRoom(ctx); err != nil {
+			return err
+		}
 		line, err := r.ReadLine()
 		if ctx.Err() != nil {
 			return ctx.Err() // the turn is over: nothing read now is handled
