@@ -3,9 +3,9 @@ package shim
 import "context"
 
 // pending is one request read from stdin whose answer is owed, from the
-// moment it is read until its answer is written or dropped. Its fields
-// below key and ordered change only in turnState's methods, under
-// server.mu (server.update).
+// moment it is read until its answer is written or dropped. Once the
+// reader has made it, its fields (and its relayCall's) change only under
+// server.mu, inside server.update.
 type pending struct {
 	key     string // the request id as written, while it can be cancelled; "" for none
 	ordered bool   // it involves the kernel: its answer leaves in arrival order (ADR 0011)
