@@ -95,7 +95,7 @@ type Client struct {
 	queue      net.Buffers // requests encoded and not yet taken by writeLoop
 	spareQueue net.Buffers // the backing array of the last batch written, for the next queue
 	open       bool        // queue's last buffer is a small one more requests are appended to
-	queued     int         // bytes in queue
+	queued     int         // bytes in queue and in the write under way
 	spare      []byte      // a small buffer writeLoop has written, for the next requests
 	werr       error       // a write failed: the connection is lost and nothing more is written
 	closing    bool        // Close was called
