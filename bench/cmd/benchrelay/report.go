@@ -23,6 +23,7 @@ type report struct {
 	decode    time.Duration // the reference kernel decoding a targetPayload argument
 	valid     time.Duration // json.Valid over the same arguments
 	source    sourceFacts   // what the module's source holds of assembly, unsafe and mmap
+	leftOut   []string      // peers' runs that failed, and why: their figures are not in the medians
 }
 
 // spawnFloor is what starting a process and seeing it exit costs.
@@ -559,6 +560,15 @@ func (r *report) analysis(w io.Writer) {
 	fmt.Fprintf(w, "\nThe load average (1, 5, 15 min) was %s at the start of the run and %s at the end; on a quieter machine every figure above is lower, the floors included.\n", r.loadStart, r.loadEnd)
 }
 
+// leftOutNote lists the peers' runs that failed, for the machine section:
+// their medians are of the other runs.
+func (r *report) leftOutNote() string {
+	if len(r.leftOut) == 0 {
+		return ""
+	}
+	return "\nLeft out of the medians, each a peer's run that failed: " + strings.Join(r.leftOut, "; ") + ".\n"
+}
+
 func metricNamed(ms []metric, prefix string) metric {
 	for _, m := range ms {
 		if strings.HasPrefix(m.name, prefix) {
@@ -606,11 +616,11 @@ Per run and peer: %d cold starts against each kernel (median taken); a calls ses
 - load average (1, 5, 15 min) at start: %s; at end: %s
 
 The machine is shared with other engineers' builds and tests (see the load averages), so the numbers are noisy. Medians of repeated runs damp that; the ratios to floors measured interleaved in the same runs are steadier than the absolute figures.
-
+%s
 ## Results
 
 `, time.Now().UTC().Format("2006-01-02 15:04 UTC"), len(noteContent), o.cold, o.load.warmup, o.load.sequential, o.load.pipelined, o.payloadReps, o.runs,
-		runtime.NumCPU(), cpuModel(), osRelease(), commandLine("go", "version"), commandLine("node", "--version"), r.loadStart, r.loadEnd)
+		runtime.NumCPU(), cpuModel(), osRelease(), commandLine("go", "version"), commandLine("node", "--version"), r.loadStart, r.loadEnd, r.leftOutNote())
 	r.tables(w)
 	r.analysis(w)
 	fmt.Fprintf(w, "\n## Commands\n\n```\n%s```\n", strings.Join([]string{

@@ -183,3 +183,17 @@ func TestScanSourceFindsAssemblyUnsafeAndMmap(t *testing.T) {
 		t.Errorf("scanSource = %s, want %s", got, want)
 	}
 }
+
+// TestAFailedRunIsSaid: a peer's run that failed is named in the document,
+// and its medians are of the runs that did not.
+func TestAFailedRunIsSaid(t *testing.T) {
+	r := fakeReport("echo", "direct", "minrelay", "sharedos-mcp", "gosdk", "node")
+	r.leftOut = []string{"run 5: node: payloads: EOF"}
+	var b bytes.Buffer
+	if err := r.document(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Left out of the medians, each a peer's run that failed: run 5: node: payloads: EOF."; !strings.Contains(b.String(), want) {
+		t.Errorf("BENCHMARKS.md lacks %q", want)
+	}
+}
