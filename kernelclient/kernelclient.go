@@ -767,7 +767,9 @@ func (c *Client) sendInvoke(id int64, p kproto.InvokeParams) error {
 		return fmt.Errorf("%s: %w (%d bytes)", kproto.MethodInvoke, ErrRequestTooLarge, c.maxSend)
 	}
 	if len(args) > inlineArguments {
-		c.queueOwn(slices.Concat(h, args, tail))
+		// make and append, not slices.Concat: under the race detector
+		// Concat allocates its size twice.
+		c.queueOwn(append(append(append(make([]byte, 0, n), h...), args...), tail...))
 		return nil
 	}
 	b := c.openBuffer()
