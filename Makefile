@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help build install test lint fuzz bench bench-relay demo snapshot golden conformance conformance-mcp otel-backends
+.PHONY: help build install test test-short lint fuzz bench bench-relay demo snapshot golden conformance conformance-mcp otel-backends
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -24,29 +24,11 @@ install: ## go install with the same flags as build, into $(go env GOBIN), else 
 	case ":$$PATH:" in *":$$bin:"*) ;; \
 	*) echo "note: $$bin is not on PATH; add it (export PATH=\"$$bin:\$$PATH\") to run $(BINARY) by name" ;; esac
 
-# The packages that write and read JSON strings have an assembly path on
-# amd64 (docs/adr/0027); the purego tag tests the portable one, which
-# every other platform runs.
-PUREGO_PKGS := ./internal/jsonlex ./internal/jsonrpc ./hashing
+test: ## the whole suite with the race detector, as CI runs it; ends with one line: all packages passed, or which failed
+	@bash scripts/test.sh -race -count=1
 
-# The real Claude Code tests skip themselves without the claude CLI; a
-# skip nobody sees reads as coverage, so it is said at the end.
-CLAUDE_NOTE := note: claude is not on PATH, so the real Claude Code tests were skipped \
-	(internal/e2e TestClaudeCodeConnectsThroughTheInstalledEntry, conformance); \
-	.ci/run installs it: npm install -g @anthropic-ai/claude-code@$$(sed -n 's/^claude_code=//p' .ci/run)
-
-# The telemetry end-to-end test skips itself without the Jaeger and
-# Collector binaries; building them takes minutes, so make test never does.
-OTEL_NOTE := note: SHAREDOS_OTEL_BIN is not set, so the telemetry end-to-end test was skipped \
-	(internal/e2e TestTelemetryReachesRealBackends); 'make otel-backends' builds Jaeger and an OpenTelemetry Collector \
-	once (minutes) and prints the directory to export as SHAREDOS_OTEL_BIN; .ci/run does both
-
-test: ## run the tests with the race detector (what CI runs), and the string code again without its assembly; says so when the Claude Code or telemetry backend tests were skipped
-	@echo 'go test -race -count=1 ./...'; go test -race -count=1 ./...; status=$$?; \
-	echo 'go test -race -count=1 -tags purego $(PUREGO_PKGS)'; go test -race -count=1 -tags purego $(PUREGO_PKGS) || status=1; \
-	command -v claude >/dev/null 2>&1 || echo "$(CLAUDE_NOTE)"; \
-	[ -n "$$SHAREDOS_OTEL_BIN" ] || echo "$(OTEL_NOTE)"; \
-	exit $$status
+test-short: ## the fast inner loop: -short, no race detector, no npm; under a minute with a warm cache
+	@bash scripts/test.sh -short -count=1
 
 otel-backends: ## build (once, minutes) the Jaeger and OpenTelemetry Collector the telemetry end-to-end test runs; prints the directory for SHAREDOS_OTEL_BIN
 	bash scripts/otel-backends.sh

@@ -38,10 +38,9 @@ type turn struct {
 	defs        []json.RawMessage
 	catalogHash string
 
-	seq   sequencer       // the order the turn's calls take effect in
-	slots chan struct{}   // one per call admitted and not yet answered
-	line  *bigLine        // the long-line token of the line being handled; read goroutine only
-	in    *jsonrpc.Reader // the connection's; read goroutine only
+	seq   sequencer     // the order the turn's calls take effect in
+	slots chan struct{} // one per call admitted and not yet answered
+	line  *bigLine      // the long-line token of the line being handled; read goroutine only
 
 	// budget are the turn's charges to grants with a turn_limit; read
 	// and changed only under the server's budgets.mu.
@@ -91,8 +90,6 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		}
 	}()
 	r := jsonrpc.NewReader(conn, s.maxLine())
-	r.Ahead = true // a long argument is checked while it arrives
-	t.in = r
 	// A line longer than the read buffer is read on only with one of the
 	// kernel's few long-line tokens (see maxBigLines); the token goes
 	// with the line to the call it carries, which gives it back when
@@ -189,7 +186,7 @@ func (t *turn) event(name string, fill func(*audit.Event)) audit.Event {
 
 // handle serves one line and reports whether the connection stays open.
 func (t *turn) handle(line []byte) bool {
-	m, err := readMessage(t.in, line)
+	m, err := readMessage(line)
 	if err != nil {
 		t.writeError(nil, jsonrpc.CodeParseError, "not a JSON-RPC message", "")
 		return true
@@ -239,15 +236,15 @@ func (t *turn) handle(line []byte) bool {
 	return true
 }
 
-// readMessage reads the envelope of the line r last read, as the shim
+// readMessage reads the envelope of a line, as the shim
 // and the kernel client read theirs (jsonrpc.ParseEnvelope, docs/adr/0004):
 // member names match exactly, so "Method" or "ID" is not a method or an
 // id, and a name that repeats takes its last value. Member types are checked as
 // json.Unmarshal into a jsonrpc.Message checked them. Params alias line,
 // which the caller reads before the next line; the id is copied, since
 // an invoke answers it later.
-func readMessage(r *jsonrpc.Reader, line []byte) (jsonrpc.Message, error) {
-	e, err := r.ParseEnvelope(line)
+func readMessage(line []byte) (jsonrpc.Message, error) {
+	e, err := jsonrpc.ParseEnvelope(line)
 	if err != nil {
 		return jsonrpc.Message{}, err
 	}
@@ -480,7 +477,7 @@ type call struct {
 // waited for by what comes after.
 func (t *turn) invoke(m jsonrpc.Message) {
 	t.asked++
-	p, err := decodeInvokeParamsIn(m.Params, t.in)
+	p, err := decodeInvokeParamsIn(m.Params, true)
 	if err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "tools.invoke params: "+err.Error(), "")
 		return
