@@ -208,7 +208,7 @@ func TestAnAuditRecordCarriesTheLine(t *testing.T) {
 	}
 	res := map[string]string{}
 	for _, kv := range r.Resource().Attributes() {
-		res[string(kv.Key)] = kv.Value.Emit()
+		res[string(kv.Key)] = kv.Value.String()
 	}
 	host, _ := os.Hostname()
 	if res[audit.AttrLog] != k.path || res[audit.AttrHost] != host || res["service.name"] != config.DefaultServiceName {
