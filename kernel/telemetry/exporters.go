@@ -72,8 +72,6 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
 	}
-	// Headers the config names; without any, an exporter reads
-	// OTEL_EXPORTER_OTLP_HEADERS, which an empty WithHeaders would hide.
 	headers := map[string]string{}
 	for name, v := range o.Config.Headers {
 		if o.ExpandHeader != nil {
@@ -94,23 +92,9 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 	if ok {
 		found = true
 		if t.protocol == config.ProtocolGRPC {
-			var opts []otlptracegrpc.Option
-			if len(headers) > 0 {
-				opts = append(opts, otlptracegrpc.WithHeaders(headers))
-			}
-			if t.url != "" {
-				opts = append(opts, otlptracegrpc.WithEndpointURL(t.url))
-			}
-			p.Spans, err = otlptracegrpc.New(ctx, opts...)
+			p.Spans, err = otlptracegrpc.New(ctx, options(t, headers, otlptracegrpc.WithHeaders, otlptracegrpc.WithEndpointURL)...)
 		} else {
-			var opts []otlptracehttp.Option
-			if len(headers) > 0 {
-				opts = append(opts, otlptracehttp.WithHeaders(headers))
-			}
-			if t.url != "" {
-				opts = append(opts, otlptracehttp.WithEndpointURL(t.url))
-			}
-			p.Spans, err = otlptracehttp.New(ctx, opts...)
+			p.Spans, err = otlptracehttp.New(ctx, options(t, headers, otlptracehttp.WithHeaders, otlptracehttp.WithEndpointURL)...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
@@ -123,23 +107,9 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 		found = true
 		var exp sdkmetric.Exporter
 		if t.protocol == config.ProtocolGRPC {
-			var opts []otlpmetricgrpc.Option
-			if len(headers) > 0 {
-				opts = append(opts, otlpmetricgrpc.WithHeaders(headers))
-			}
-			if t.url != "" {
-				opts = append(opts, otlpmetricgrpc.WithEndpointURL(t.url))
-			}
-			exp, err = otlpmetricgrpc.New(ctx, opts...)
+			exp, err = otlpmetricgrpc.New(ctx, options(t, headers, otlpmetricgrpc.WithHeaders, otlpmetricgrpc.WithEndpointURL)...)
 		} else {
-			var opts []otlpmetrichttp.Option
-			if len(headers) > 0 {
-				opts = append(opts, otlpmetrichttp.WithHeaders(headers))
-			}
-			if t.url != "" {
-				opts = append(opts, otlpmetrichttp.WithEndpointURL(t.url))
-			}
-			exp, err = otlpmetrichttp.New(ctx, opts...)
+			exp, err = otlpmetrichttp.New(ctx, options(t, headers, otlpmetrichttp.WithHeaders, otlpmetrichttp.WithEndpointURL)...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: metric exporter: %w", err)
@@ -156,23 +126,11 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 			// exporter that retried too would hold a batch it has given up
 			// on.
 			if t.protocol == config.ProtocolGRPC {
-				opts := []otlploggrpc.Option{otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false})}
-				if len(headers) > 0 {
-					opts = append(opts, otlploggrpc.WithHeaders(headers))
-				}
-				if t.url != "" {
-					opts = append(opts, otlploggrpc.WithEndpointURL(t.url))
-				}
-				p.AuditLogs, err = otlploggrpc.New(ctx, opts...)
+				p.AuditLogs, err = otlploggrpc.New(ctx, options(t, headers, otlploggrpc.WithHeaders, otlploggrpc.WithEndpointURL,
+					otlploggrpc.WithRetry(otlploggrpc.RetryConfig{Enabled: false}))...)
 			} else {
-				opts := []otlploghttp.Option{otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false})}
-				if len(headers) > 0 {
-					opts = append(opts, otlploghttp.WithHeaders(headers))
-				}
-				if t.url != "" {
-					opts = append(opts, otlploghttp.WithEndpointURL(t.url))
-				}
-				p.AuditLogs, err = otlploghttp.New(ctx, opts...)
+				p.AuditLogs, err = otlploghttp.New(ctx, options(t, headers, otlploghttp.WithHeaders, otlploghttp.WithEndpointURL,
+					otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false}))...)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("telemetry: log exporter: %w", err)
@@ -183,4 +141,20 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 		return nil, ErrNoEndpoint
 	}
 	return &p, nil
+}
+
+// options are an exporter's options for t: extra, the headers the config
+// names (none: the exporter reads OTEL_EXPORTER_OTLP_HEADERS, which an
+// empty WithHeaders would hide) and t's URL (none: the exporter reads its
+// OTEL_EXPORTER_OTLP_*ENDPOINT). Each exporter package has option
+// functions of its own types; these are them.
+func options[O any](t target, headers map[string]string, withHeaders func(map[string]string) O, withURL func(string) O, extra ...O) []O {
+	opts := extra
+	if len(headers) > 0 {
+		opts = append(opts, withHeaders(headers))
+	}
+	if t.url != "" {
+		opts = append(opts, withURL(t.url))
+	}
+	return opts
 }
