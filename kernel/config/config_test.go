@@ -254,6 +254,20 @@ func TestDiffNamesWhatChanged(t *testing.T) {
 	if d := Diff(next, next); d.Added != nil || d.Removed != nil || d.Changed != nil {
 		t.Errorf("the same config changes %q", d)
 	}
+
+	limited := read
+	limited.Limit, limited.TurnLimit, limited.Ask, limited.AskTTL = policy.Limit{N: 100, Window: time.Hour}, 20, policy.AskHarness, 10*time.Minute
+	child := policy.Integration{Name: "claude-code.explorer", Parent: "claude-code"}
+	moved := policy.Integration{Name: "claude-code.explorer", Parent: "codex"}
+	got = Diff(Config{Grants: []policy.Grant{read}, Integrations: []policy.Integration{child}}, Config{Grants: []policy.Grant{limited}, Integrations: []policy.Integration{moved}})
+	want = Changes{
+		Added:   []string{"grant integration:claude-code files:/docs and below: read, list, limit 100/1h, turn_limit 20, ask harness for 10m0s"},
+		Removed: []string{"grant integration:claude-code files:/docs and below: read, list"},
+		Changed: []string{"integration claude-code.explorer, child of codex"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("a grant's budget and a child's parent\n%q\nwant\n%q", got, want)
+	}
 }
 
 func TestShippedConfigsLoad(t *testing.T) {

@@ -22,8 +22,9 @@ type Changes struct {
 
 // Diff is what next changes against prev. Against the zero Config (a
 // kernel starting), everything next holds is Added. Each entry names its
-// kind first ("grant …", "upstream NAME", "telemetry", "audit arguments"),
-// in the order next (or, for Removed, prev) holds them.
+// kind first ("grant …", "integration NAME, child of PARENT", "upstream
+// NAME", "telemetry", "audit arguments"), in the order next (or, for
+// Removed, prev) holds them.
 func Diff(prev, next Config) Changes {
 	var c Changes
 	was := grantTexts(prev.Grants)
@@ -36,6 +37,20 @@ func Diff(prev, next Config) Changes {
 	for _, g := range was {
 		if !slices.Contains(now, g) {
 			c.Removed = append(c.Removed, g)
+		}
+	}
+	for _, in := range next.Integrations {
+		i := slices.IndexFunc(prev.Integrations, func(p policy.Integration) bool { return p.Name == in.Name })
+		switch {
+		case i < 0:
+			c.Added = append(c.Added, integrationText(in))
+		case prev.Integrations[i] != in:
+			c.Changed = append(c.Changed, integrationText(in))
+		}
+	}
+	for _, in := range prev.Integrations {
+		if !slices.ContainsFunc(next.Integrations, func(n policy.Integration) bool { return n.Name == in.Name }) {
+			c.Removed = append(c.Removed, integrationText(in))
 		}
 	}
 	for _, u := range next.Upstreams {
@@ -81,6 +96,15 @@ func GrantText(g policy.Grant) string {
 	if !g.Expires.IsZero() {
 		b.WriteString(" until " + g.Expires.UTC().Format(time.RFC3339))
 	}
+	if !g.Limit.IsZero() {
+		b.WriteString(", limit " + g.Limit.String())
+	}
+	if g.TurnLimit > 0 {
+		fmt.Fprintf(&b, ", turn_limit %d", g.TurnLimit)
+	}
+	if g.Ask != "" {
+		fmt.Fprintf(&b, ", ask %s for %s", g.Ask, g.AskTTL)
+	}
 	return b.String()
 }
 
@@ -90,4 +114,9 @@ func grantTexts(grants []policy.Grant) []string {
 		out[i] = GrantText(g)
 	}
 	return out
+}
+
+// integrationText names an [[integration]] and its parent.
+func integrationText(in policy.Integration) string {
+	return "integration " + in.Name + ", child of " + in.Parent
 }
