@@ -653,7 +653,7 @@ var wantValue = map[string]string{
 	"telemetry":                "a table: [telemetry]",
 	"telemetry.otlp_endpoint":  `a string, e.g. otlp_endpoint = "http://127.0.0.1:4318"`,
 	"telemetry.otlp_protocol":  `"http/protobuf" or "grpc"`,
-	"telemetry.headers":        `a table of strings, e.g. headers = { authorization = "Bearer {secret:otlp_token}" }`,
+	"telemetry.headers":        `a table of strings, e.g. headers = { authorization = "Bearer …" }`,
 	"telemetry.service_name":   `a string, e.g. service_name = "sharedos-kernel"`,
 	"telemetry.audit_logs":     "true or false",
 }
