@@ -87,11 +87,12 @@ type auditStream struct {
 	cancel context.CancelFunc
 
 	// Owned by the run goroutine.
-	f        *os.File
-	cur      cursor
-	retry    time.Duration
-	failing  bool
-	failedAt time.Time
+	f          *os.File
+	cur        cursor
+	retry      time.Duration
+	failing    bool
+	failedAt   time.Time
+	buf, chunk []byte // read's
 }
 
 func newAuditStream(o auditStreamOptions) *auditStream {
@@ -307,29 +308,38 @@ func (s *auditStream) open() error {
 func (s *auditStream) read() ([]line, error) {
 	var out []line
 	size := 0
-	off := s.cur.Offset
-	buf := make([]byte, 0, 64<<10)
-	chunk := make([]byte, 64<<10)
-	for len(out) < maxBatchLines && size < maxBatchBytes {
-		n, err := s.f.ReadAt(chunk, off+int64(len(buf)))
-		buf = append(buf, chunk[:n]...)
+	if s.chunk == nil {
+		s.chunk = make([]byte, 64<<10)
+	}
+	// The stream polls an idle log five times a second: it reads into
+	// buffers it keeps, and makes garbage only of the lines it sends.
+	// buf holds the file from base on.
+	buf, base := s.buf[:0], s.cur.Offset
+	defer func() { s.buf = buf[:0] }()
+	for {
+		n, err := s.f.ReadAt(s.chunk, base+int64(len(buf)))
+		buf = append(buf, s.chunk[:n]...)
+		start := 0
 		for {
-			i := bytes.IndexByte(buf, '\n')
+			i := bytes.IndexByte(buf[start:], '\n')
 			if i < 0 {
 				break
 			}
-			l := line{bytes: bytes.Clone(buf[:i]), hash: hashHex(buf[:i]), end: off + int64(i) + 1}
-			out, size, off, buf = append(out, l), size+i, l.end, buf[i+1:]
+			text := buf[start : start+i]
+			l := line{bytes: bytes.Clone(text), hash: hashHex(text), end: base + int64(start+i) + 1}
+			out, size, start = append(out, l), size+i, start+i+1
 			if len(out) == maxBatchLines || size >= maxBatchBytes {
 				return out, nil
 			}
 		}
+		base += int64(start)
+		buf = append(buf[:0], buf[start:]...)
 		if len(buf) > maxLine {
-			l, err := s.longLine(off)
+			l, err := s.longLine(base)
 			if err != nil || l.end == 0 {
 				return out, err
 			}
-			out, off, buf = append(out, l), l.end, buf[:0]
+			out, base, buf = append(out, l), l.end, buf[:0]
 			continue
 		}
 		if errors.Is(err, io.EOF) || n == 0 {
@@ -339,7 +349,6 @@ func (s *auditStream) read() ([]line, error) {
 			return out, fmt.Errorf("read audit log: %w", err)
 		}
 	}
-	return out, nil
 }
 
 // longLine hashes the line at off without holding it; end is 0 when it
