@@ -139,6 +139,12 @@ func TestVerifyAgainstAnExportedCopy(t *testing.T) {
 			if !errors.As(err, &br) || br.Line != tt.line || !strings.Contains(br.Reason, tt.says) {
 				t.Fatalf("got %v; want a break at line %d that says %q", err, tt.line, tt.says)
 			}
+			// The attacker makes the kernel export the rewritten log too:
+			// the copy keeps what it had, which is still the divergence.
+			_, err = against(t, tt.local, whole+exportOf(t, testLog, tt.local))
+			if !errors.As(err, &br) || br.Line != tt.line {
+				t.Fatalf("with the rewritten log exported after the original: %v; want the break at line %d still", err, tt.line)
+			}
 		})
 	}
 }
