@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +21,14 @@ func runKernelService(stdio cli.IO, args []string) error {
 		return cli.Usagef("say what to do: install, uninstall or status", "kernel service: missing install, uninstall or status")
 	}
 	verb := args[0]
+	switch verb {
+	case "-h", "-help", "--help":
+		fs := newFlagSet(stdio, "kernel service", "install|uninstall|status [flags]",
+			"Run the reference kernel as a service of this user: a systemd user unit on Linux, a launchd\n"+
+				"agent on macOS. 'sharedos-mcp help kernel service VERB' shows each one's flags.")
+		fs.Usage()
+		return flag.ErrHelp
+	}
 	fs := newFlagSet(stdio, "kernel service "+verb, "[flags]", serviceSummary(verb))
 	var configFile, socket *string
 	if verb == "install" {

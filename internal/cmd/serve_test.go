@@ -26,7 +26,7 @@ func TestServeRefusesBeforeReadingStdin(t *testing.T) {
 		{"an invalid integration name is a usage error, and never rewritten", []string{"--integration", "claude/code", "--socket", k.Path}, 2,
 			[]string{`serve: invalid integration name "claude/code"`, "hint: an integration name is 1-64 letters"}},
 		{"a call timeout without a unit says what one looks like", []string{"--integration", "x", "--socket", k.Path, "--call-timeout", "5"}, 2,
-			[]string{`serve: invalid value "5" for flag -call-timeout: a duration needs a unit, e.g. 5s or 5m`}},
+			[]string{`serve: --call-timeout "5": a duration needs a unit, e.g. 5s or 5m`}},
 		{"a missing integration is a usage error", []string{"--socket", k.Path}, 2,
 			[]string{"--integration is required", "hint: say which harness"}},
 		{"no kernel listening names the socket and how to start one", []string{"--integration", "x", "--socket", filepath.Join(shortTempDir(t), "none.sock")}, 1,
