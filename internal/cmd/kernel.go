@@ -303,9 +303,10 @@ func runKernelInit(stdio cli.IO, args []string) error {
 	fs := newFlagSet(stdio, "kernel init", "[--config FILE] [--root DIR]",
 		"Write a commented starter config, every key shown, to the default config path (or --config).\n"+
 			"It never replaces a file. Without --root its [files] root is left empty: set it to the\n"+
-			"directory to share before the kernel will start on it.")
+			"directory to share before the kernel will start on it. A --root that does not exist yet is\n"+
+			"created, and said so; one that exists but is not a directory is refused.")
 	configFile := fs.String("config", "", "write the config to this `file` (default $XDG_CONFIG_HOME/sharedos/kernel.toml, else ~/.config/sharedos/kernel.toml)")
-	root := fs.String("root", "", "the directory to share, written into the config as an absolute path")
+	root := fs.String("root", "", "the directory to share, written into the config as an absolute path (created when missing)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -320,21 +321,47 @@ func runKernelInit(stdio cli.IO, args []string) error {
 		}
 		path = p
 	}
-	rootDir := ""
+	exists := func() error {
+		return cli.Hintf(fmt.Errorf("kernel init: %s already exists; nothing was written", path),
+			"'%s kernel check%s' shows what it allows; pass --config FILE to write a starter elsewhere", prog, configArg(*configFile))
+	}
+	rootDir, missing := "", false
 	if *root != "" {
 		if !utf8.ValidString(*root) {
 			return cli.Usagef("a config file is UTF-8; rename the directory or share one above it", "kernel init: --root %q is not valid UTF-8", *root)
 		}
 		dir, err := config.CheckRoot(*root)
-		if err != nil {
-			return cli.Hintf(fmt.Errorf("kernel init: %w", err), "pass --root an existing directory to share")
+		var re *config.RootError
+		switch {
+		case errors.As(err, &re) && errors.Is(re.Err, iofs.ErrNotExist) && !lexists(re.Path):
+			// The README's line names a directory a new user may not
+			// have yet: it is made, and said so, once nothing else can
+			// stop the config being written.
+			rootDir, missing = re.Path, true
+		case errors.As(err, &re) && errors.Is(re.Err, iofs.ErrNotExist):
+			return cli.Hintf(fmt.Errorf("kernel init: files root %s is a symbolic link to something that does not exist", re.Path), "pass --root a directory to share, or the directory the link should lead to")
+		case err != nil:
+			return cli.Hintf(fmt.Errorf("kernel init: %w", err), "pass --root a directory to share (one that does not exist yet is created)")
+		default:
+			rootDir = dir
 		}
-		rootDir = dir
+	}
+	if lexists(path) {
+		return exists()
+	}
+	var made []string
+	if missing {
+		var err error
+		if made, err = mkdirs(rootDir); err != nil {
+			return cli.Hintf(fmt.Errorf("kernel init: create the files root: %w", err), "create it yourself (mkdir -p %s), or pass --root a directory that exists", rootDir)
+		}
 	}
 	if err := config.WriteStarter(path, rootDir); err != nil {
+		for _, d := range slices.Backward(made) {
+			os.Remove(d) // just made and still empty: nothing is half-done
+		}
 		if errors.Is(err, iofs.ErrExist) {
-			return cli.Hintf(fmt.Errorf("kernel init: %s already exists; nothing was written", path),
-				"'%s kernel check%s' shows what it allows; pass --config FILE to write a starter elsewhere", prog, configArg(*configFile))
+			return exists()
 		}
 		return fmt.Errorf("kernel init: %w", err)
 	}
@@ -342,8 +369,33 @@ func runKernelInit(stdio cli.IO, args []string) error {
 		fmt.Fprintf(stdio.Out, "wrote %s with an empty [files] root\nnext: set root in it to the directory to share, adjust its grants, then run '%s kernel check%s'\n", path, prog, configArg(*configFile))
 		return nil
 	}
+	if missing {
+		fmt.Fprintf(stdio.Out, "created %s: the files root did not exist\n", rootDir)
+	}
 	fmt.Fprintf(stdio.Out, "wrote %s (files root %s)\nnext: adjust its grants, then run '%s kernel check%s' to see what each integration may do\n", path, rootDir, prog, configArg(*configFile))
 	return nil
+}
+
+// lexists reports whether anything, a dangling symbolic link included,
+// is at path.
+func lexists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, iofs.ErrNotExist)
+}
+
+// mkdirs creates dir and its missing parents (0755, as mkdir -p would
+// with the usual umask) and returns those it made, outermost first.
+func mkdirs(dir string) ([]string, error) {
+	var made []string
+	for d := dir; !lexists(d); d = filepath.Dir(d) {
+		made = append([]string{d}, made...)
+	}
+	for _, d := range made {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return made, nil
 }
 
 // configArg is " --config FILE" for a hint when the user named a file.
