@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -72,8 +73,8 @@ type LogOptions struct {
 	File  string // "" means stderr
 }
 
-// NewLogger returns a logger writing JSON lines to opts.File (created 0600)
-// or to stderr. The returned close function must be called on exit.
+// NewLogger returns a logger writing JSON lines to opts.File (created 0600,
+// in a directory created 0700 when missing) or to stderr. The returned close function must be called on exit.
 func NewLogger(opts LogOptions, stderr io.Writer) (zerolog.Logger, func() error, error) {
 	level := zerolog.InfoLevel
 	if opts.Level != "" {
@@ -85,6 +86,11 @@ func NewLogger(opts LogOptions, stderr io.Writer) (zerolog.Logger, func() error,
 	}
 	w, closeFn := stderr, func() error { return nil }
 	if opts.File != "" {
+		// A log beside the audit log, in a state directory a new user
+		// does not have yet, must not stop the kernel from starting.
+		if err := os.MkdirAll(filepath.Dir(opts.File), 0o700); err != nil {
+			return zerolog.Nop(), nil, Hintf(fmt.Errorf("create the log file's directory: %w", err), "pick a --log-file in a directory you can write")
+		}
 		f, err := os.OpenFile(opts.File, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return zerolog.Nop(), nil, Hintf(fmt.Errorf("open log file: %w", err), "pick a --log-file in a directory you can write")
