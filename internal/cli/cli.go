@@ -108,3 +108,12 @@ func Warn(w io.Writer, prog, msg, hint string) {
 		fmt.Fprintf(w, "hint: %s\n", oneLine(hint))
 	}
 }
+
+// Count is n with the noun that agrees with it: "1 problem", "2
+// problems".
+func Count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -181,15 +181,19 @@ func TestCatalogRefusesACatalogueWhoseHashDisagrees(t *testing.T) {
 	}
 }
 
+// TestCatalogWithoutAKernelSaysHowToStartOne: catalog explains a kernel
+// that is not running as serve does, with the command that starts one.
 func TestCatalogWithoutAKernelSaysHowToStartOne(t *testing.T) {
+	tempHome(t)
 	sock := filepath.Join(shortTempDir(t), "k.sock")
 	code, _, stderr := runCLI(t, "catalog", "--socket", sock, "--harness", "gemini")
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	want := "sharedos-mcp: error: catalog: cannot reach the kernel at " + sock
-	if !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "hint: start a kernel with 'sharedos-mcp kernel'") {
-		t.Errorf("stderr = %q; want %q and a hint to start a kernel", stderr, want)
+	want := "sharedos-mcp: error: no kernel is running at " + sock + ": there is no socket\n" +
+		"hint: start it with 'sharedos-mcp kernel --root DIR --socket " + sock + "', then restart the harness"
+	if !strings.HasPrefix(stderr, want) {
+		t.Errorf("stderr = %q; want %q", stderr, want)
 	}
 }
 

@@ -220,3 +220,27 @@ func noManagerHint(p service.Platform, nm *service.NoManagerError, exe, configFi
 	return fmt.Sprintf("'loginctl enable-linger $USER' starts a user manager for you, now and at every boot; then run 'XDG_RUNTIME_DIR=/run/user/%d %s kernel service install' again. Or run the kernel in the background: %s",
 		p.UID, bin, background)
 }
+
+// startKernel is the command that starts a kernel on socket, for the
+// hints of commands that found none there: the service's start command
+// when one is installed; else the kernel on the config it would load,
+// naming --config and --socket only when it would not find them itself,
+// and a files root to serve when there is no config.
+func startKernel(configFile, socket string) string {
+	if p, err := servicePlatform(); err == nil {
+		if path, err := p.UnitPath(); err == nil && lexists(path) {
+			return strings.Join(p.StartCommand(), " ")
+		}
+	}
+	args := []string{prog, "kernel"}
+	switch def, _ := config.DefaultPath(os.Getenv); {
+	case configFile != "":
+		args = append(args, "--config", configFile)
+	case def == "" || !lexists(def):
+		args = append(args, "--root", "DIR")
+	}
+	if socket != "" && socket != sockpath.Default(os.Getenv) {
+		args = append(args, "--socket", socket)
+	}
+	return shellWords(args)
+}

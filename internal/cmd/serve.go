@@ -50,14 +50,14 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	defer closeLog()
 
-	path, start := *socket, "sharedos-mcp kernel --socket "+*socket
+	path := *socket
 	if path == "" {
-		path, start = sockpath.Default(os.Getenv), "sharedos-mcp kernel"
+		path = sockpath.Default(os.Getenv)
 	}
 	connect := func(ctx context.Context) (shim.Config, error) {
 		k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: *kernelUID, MaxLine: *maxMessage, WriteTimeout: *callTimeout})
 		if err != nil {
-			return shim.Config{}, doctor.DialError(path, start, err)
+			return shim.Config{}, doctor.DialError(path, startKernel("", path), err)
 		}
 		hctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)
 		ver := shimVersion()

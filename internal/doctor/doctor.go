@@ -55,6 +55,19 @@ type Options struct {
 	// Upstreams, when set, are the brokered servers of the kernel's
 	// config, whose states and unpublished tools are checked too.
 	Upstreams *Upstreams
+	// Grants, when set, are the kernel config's grants: an installed
+	// entry whose integration no grant names gets a warning.
+	Grants *Grants
+	// Start is the command that starts a kernel on Socket, for the fix
+	// of a kernel that is not running.
+	Start string
+}
+
+// Grants is what doctor knows of the kernel config's grants.
+type Grants struct {
+	Config   string   // the config file
+	Named    []string // the integrations a grant's subject names
+	Wildcard bool     // a grant's subject is integration:*
 }
 
 // Run prints every check to w and returns how many found a problem.
@@ -133,6 +146,12 @@ func (d *doctor) problem(what, fix string) {
 	fmt.Fprintf(d.out, "problem %s\n  fix: %s\n", what, fix)
 }
 
+// warning reports what is likely a mistake but may be meant; it is not
+// counted as a problem.
+func (d *doctor) warning(what, fix string) {
+	fmt.Fprintf(d.out, "warning %s\n  fix: %s\n", what, fix)
+}
+
 // binary reports this binary and returns its path with symlinks
 // resolved, the form install writes; "" when it cannot be found.
 func (d *doctor) binary() string {
@@ -175,7 +194,7 @@ func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts ker
 		d.skip("kernel checks skipped: no usable socket path")
 		return
 	}
-	d.ok("socket %s (from %s), %d of %d bytes", path, from, len(path), sockpath.MaxLen())
+	d.ok("socket %s (from %s): its path is %s long, within the %d a socket path may have here", path, from, cli.Count(len(path), "byte", "bytes"), sockpath.MaxLen())
 	if !d.socketFile(path, opts.Trusted) {
 		d.skip("kernel checks skipped: no usable socket")
 		return
@@ -197,7 +216,7 @@ func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts ker
 	k, err := kernelclient.Dial(first)
 	switch {
 	case err != nil && !connected:
-		fix := "start a kernel: " + prog + " kernel --root DIR --socket " + path
+		fix := "start a kernel: " + d.opts.Start
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			fix = "nothing listens on this socket; a kernel that stopped uncleanly left it behind. " + fix + " (it replaces the stale socket)"
 		}
@@ -257,7 +276,7 @@ func (d *doctor) turn(ctx context.Context, k *kernelclient.Client, path string, 
 		d.problem(fmt.Sprintf("catalogue for %q is empty: no grant gives it a tool, so its harness shows no sharedos tools", c.name),
 			fmt.Sprintf("run '%s kernel check' with the kernel's config to see what each integration may do, and add a [[grant]] with subject = \"integration:%s\"", prog, c.name))
 	default:
-		d.ok("catalogue for %q: %d tools, catalogHash %s (the published projection hashes the same)", c.name, len(tools), hash)
+		d.ok("catalogue for %q: %s, catalogHash %s (the published projection hashes the same)", c.name, cli.Count(len(tools), "tool", "tools"), hash)
 	}
 }
 
@@ -267,7 +286,7 @@ func (d *doctor) socketFile(path string, trusted sockpath.Trusted) bool {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		d.problem(fmt.Sprintf("no socket at %s: no kernel is listening there", path),
-			"start a kernel: "+prog+" kernel --root DIR --socket "+path+", or point --socket (or $SHAREDOS_SOCKET) at the one you run")
+			"start a kernel: "+d.opts.Start+", or point --socket (or $SHAREDOS_SOCKET) at the one you run")
 		return false
 	case err != nil:
 		d.problem(fmt.Sprintf("socket %s cannot be trusted: %v", path, err),
@@ -302,13 +321,21 @@ func whoIs(uid uint32) string {
 
 // harnesses reports, for every harness and scope, whether its file holds
 // our entry, whether that entry runs exe and finds the kernel's socket,
-// and for pi whether script mode is off.
+// and for pi whether script mode is off. The entries that are not
+// installed are named together, on one line, at the end.
 func (d *doctor) harnesses(entries []install.Installed, errs []error, exe string) {
 	piInstalled := false
+	var missing notInstalled
 	for i, in := range entries {
-		if j := sameFileAs(entries, i); j >= 0 {
+		j := sameFileAs(entries, i)
+		switch {
+		case j >= 0 && entries[j].Found:
 			d.skip("%s %s: the same file as %s %s (%s)", in.Harness.ID, in.Scope, entries[j].Harness.ID, entries[j].Scope, in.Path)
-		} else if d.harness(in, errs[i], exe) && in.Harness.HasScriptMode() {
+		case j >= 0:
+			// Named once, with the scope it was read for.
+		case errs[i] == nil && !in.Found:
+			missing.add(in.Harness.ID, in.Scope)
+		case d.harness(in, errs[i], exe) && in.Harness.HasScriptMode():
 			piInstalled = true
 		}
 		if i+1 == len(entries) || entries[i+1].Harness.ID != in.Harness.ID {
@@ -318,6 +345,51 @@ func (d *doctor) harnesses(entries []install.Installed, errs []error, exe string
 			}
 		}
 	}
+	if len(missing) > 0 {
+		d.skip("not installed: %s; '%s install HARNESS' adds an entry", missing, prog)
+	}
+}
+
+// notInstalled lists the harnesses without an entry, and in which
+// scopes, in the order they were checked.
+type notInstalled []struct {
+	id     string
+	scopes []install.Scope
+}
+
+func (n *notInstalled) add(id string, scope install.Scope) {
+	if k := len(*n); k > 0 && (*n)[k-1].id == id {
+		(*n)[k-1].scopes = append((*n)[k-1].scopes, scope)
+		return
+	}
+	*n = append(*n, struct {
+		id     string
+		scopes []install.Scope
+	}{id, []install.Scope{scope}})
+}
+
+// String groups the harnesses by the scopes they miss, each group where
+// its first harness was checked: "claude-code, vscode (project); codex,
+// gemini (user and project)".
+func (n notInstalled) String() string {
+	var keys []string
+	ids := map[string][]string{}
+	for _, h := range n {
+		var where []string
+		for _, s := range h.scopes {
+			where = append(where, string(s))
+		}
+		k := strings.Join(where, " and ")
+		if _, ok := ids[k]; !ok {
+			keys = append(keys, k)
+		}
+		ids[k] = append(ids[k], h.id)
+	}
+	groups := make([]string, len(keys))
+	for i, k := range keys {
+		groups[i] = strings.Join(ids[k], ", ") + " (" + k + ")"
+	}
+	return strings.Join(groups, "; ")
 }
 
 // sameFileAs returns the index of an earlier entry of the same harness
@@ -344,9 +416,6 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 	case err != nil:
 		d.problem(fmt.Sprintf("%s %v", label, err), fmt.Sprintf("fix %s so that it parses; %s cannot read it either", path, h.Title))
 		return false
-	case !in.Found:
-		d.skip("%s not installed (%s)", label, path)
-		return false
 	case in.Entry.Command == "":
 		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, install.ServerName, path), reinstall)
 		return true
@@ -367,8 +436,24 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 		d.problem(fmt.Sprintf("%s the entry in %s runs serve without --integration, which serve refuses", label, path), reinstall)
 	}
 	d.entrySocket(label, in, reinstall)
+	d.granted(label, in.Integration())
 	d.startsWithoutKernel(label, h)
 	return true
+}
+
+// granted warns about an entry whose integration no grant names: its
+// catalogue holds only what integration:* gets, or nothing.
+func (d *doctor) granted(label, name string) {
+	g := d.opts.Grants
+	if g == nil || name == "" || slices.Contains(g.Named, name) {
+		return
+	}
+	fix := fmt.Sprintf("add a [[grant]] with subject = \"integration:%s\" to %s ('%s kernel check' shows what each integration may do)", name, g.Config, prog)
+	if g.Wildcard {
+		d.warning(fmt.Sprintf("%s no grant in %s names integration:%s: it gets only what integration:* gets", label, g.Config, name), fix)
+		return
+	}
+	d.warning(fmt.Sprintf("%s no grant in %s names integration:%s: its catalogue is empty", label, g.Config, name), fix)
 }
 
 // entrySocket reports whether serve, run from this entry, looks for the
@@ -449,11 +534,11 @@ func DialError(path, start string, err error) error {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return cli.Hintf(fmt.Errorf("no kernel is running at %s: nothing listens on the socket a stopped kernel left behind", path), "%s", hint)
 	}
-	return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", DialHint(err))
+	return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", dialHint(err))
 }
 
-// DialHint says what to do about an error from kernelclient.Dial.
-func DialHint(err error) string {
+// dialHint says what to do about an error from kernelclient.Dial.
+func dialHint(err error) string {
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
 		return "start a kernel with 'sharedos-mcp kernel', or point --socket (or $SHAREDOS_SOCKET) at the one you run"
