@@ -160,7 +160,10 @@ func lookupHarness(cmdName, id string) (install.Harness, error) {
 	var ue *install.UnknownHarnessError
 	if errors.As(err, &ue) {
 		hint := "the harnesses are " + harnessList
-		if ue.Suggestion != "" {
+		switch {
+		case ue.Unsupported != "":
+			hint = "the harnesses " + prog + " configures are " + harnessList + "; any other MCP client can run '" + prog + " serve --integration NAME' from a stdio entry you write in its config"
+		case ue.Suggestion != "":
 			hint = "did you mean " + ue.Suggestion + "? " + hint
 		}
 		return h, cli.Usagef(hint, "%s: %v", cmdName, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -76,8 +77,24 @@ func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 		fmt.Fprintf(stdio.Out, "the entry passes --socket %s: a harness started without $XDG_RUNTIME_DIR or $SHAREDOS_SOCKET (from a GUI or an IDE) would look for %s\n",
 			sockArg, install.BareSocket(os.Getenv))
 	}
+	if *socket != "" && !*dryRun {
+		warnNoKernel(stdio, sockArg)
+	}
 	reportScriptMode(stdio, h, env, c, *dryRun)
 	return nil
+}
+
+// warnNoKernel warns when nothing listens on the socket an entry names:
+// a --socket with a typo looks installed, and the harness then has no
+// sharedos tools.
+func warnNoKernel(stdio cli.IO, socket string) {
+	c, err := net.Dial("unix", socket)
+	if err == nil {
+		c.Close()
+		return
+	}
+	cli.Warn(stdio.Err, prog, "no kernel listens on "+socket+" yet: the harness has no sharedos tools until one does",
+		"start one there ("+startKernel("", socket)+"), or install again with the --socket your kernel listens on")
 }
 
 // reportScriptMode says what install did about pi-mcp-adapter's script
@@ -130,6 +147,9 @@ func runUninstall(_ context.Context, stdio cli.IO, args []string) error {
 		return planError("uninstall", err)
 	}
 	if err := finish(stdio, "uninstall", c, *dryRun, func() string {
+		if c.Removes() {
+			return fmt.Sprintf("removed %s from %s, and the file with it: install created it, and nothing else is in it", install.ServerName, c.Path)
+		}
 		return fmt.Sprintf("removed %s from %s", install.ServerName, c.Path)
 	}); err != nil {
 		return err
