@@ -17,7 +17,7 @@ import (
 
 func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	fs := newFlagSet(stdio, "serve", "--integration NAME [flags]",
-		"Serve MCP over stdin/stdout for one turn. Before reading stdin it connects to the kernel,\nchecks the kernel's peer credentials and introduces itself as the integration.\nstdout carries MCP messages only; logs go to stderr or --log-file.")
+		"Serve MCP over stdin/stdout for one turn. Before reading stdin it connects to the kernel,\nchecks the kernel's peer credentials and introduces itself as the integration.\nstdout carries MCP messages only; logs go to stderr or --log-file. A harness starts it;\nstarted on a terminal, it says so and how to try it by hand.")
 	integration := fs.String("integration", "", "the integration `name` the kernel knows this harness by (required; 1-64 of letters, digits, space, - _ .)")
 	socket := fs.String("socket", "", "kernel socket `path` (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	kernelUID := fs.Int("kernel-uid", -1, "one more `uid` the kernel may run as, besides yours and root")
@@ -49,6 +49,12 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	defer closeLog()
+	if stdinIsTerminal(stdio.In) {
+		// Typed into a shell: say what it is for, and how to try it.
+		fmt.Fprintf(stdio.Err, "%s: serve is meant to be started by a harness, which speaks MCP to it on stdin and stdout ('%s install HARNESS' adds it to one)\n"+
+			"hint: to try it by hand, type one JSON-RPC message per line, e.g. {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}, and end with Ctrl-D; '%s catalog --integration %s' shows the same tools\n",
+			prog, prog, prog, *integration)
+	}
 
 	path := *socket
 	if path == "" {
