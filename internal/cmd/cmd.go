@@ -48,7 +48,7 @@ var commands = []command{
 	{"doctor", "check this binary, the kernel socket, the kernel and every harness's sharedos entry", runDoctor},
 	{"catalog", "show the kernel's catalogue for an integration and each harness's name for every tool", runCatalog},
 	{"audit", "show the reference kernel's audit log", runAudit},
-	{"hash", "print the catalogHash of a JSON array of kernel tool definitions", runHash},
+	{"hash", "print the catalogHash of a catalogue: kernel tool definitions, a tools/list result, catalog --json", runHash},
 	{"version", "print the version and how this binary was built", runVersion},
 }
 
