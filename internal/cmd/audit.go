@@ -83,7 +83,11 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	if skipped > 0 {
-		fmt.Fprintf(stdio.Err, "%s: skipped %d line(s) of %s that are not events (a crash cut them short; the kernel set them aside)\n", prog, skipped, path)
+		if skipped == 1 {
+			fmt.Fprintf(stdio.Err, "%s: skipped 1 line of %s that is not an event (a crash cut it short; the kernel set it aside)\n", prog, path)
+		} else {
+			fmt.Fprintf(stdio.Err, "%s: skipped %d lines of %s that are not events (a crash cut them short; the kernel set them aside)\n", prog, skipped, path)
+		}
 	}
 	if p.count() == 0 && !*follow {
 		// On stderr, so that --json's stdout stays nothing but events.
@@ -146,14 +150,18 @@ func runAuditVerify(stdio cli.IO, args []string) error {
 	}
 	fmt.Fprintf(stdio.Out, "ok %s: %d events in an unbroken chain", path, v.Events)
 	if v.Segments > 0 {
-		fmt.Fprintf(stdio.Out, " (%d segment(s): repairs or rotations, each recorded)", v.Segments)
+		fmt.Fprintf(stdio.Out, " (%s: repairs or rotations, each recorded)", cli.Count(v.Segments, "segment", "segments"))
 	}
 	fmt.Fprintln(stdio.Out)
 	if v.Unchained > 0 {
-		fmt.Fprintf(stdio.Out, "note: the first %d event(s) were written before the chain existed and are not covered by it\n", v.Unchained)
+		if v.Unchained == 1 {
+			fmt.Fprintln(stdio.Out, "note: the first event was written before the chain existed and is not covered by it")
+		} else {
+			fmt.Fprintf(stdio.Out, "note: the first %d events were written before the chain existed and are not covered by it\n", v.Unchained)
+		}
 	}
 	if v.TornTail > 0 {
-		fmt.Fprintf(stdio.Out, "note: the last %d byte(s) are a line a crash cut short; the kernel sets them aside when it next opens the log\n", v.TornTail)
+		fmt.Fprintf(stdio.Out, "note: the last %s a line a crash cut short; the kernel sets it aside when it next opens the log\n", cli.Count(int(v.TornTail), "byte is", "bytes are"))
 	}
 	if v.Continues != "" {
 		fmt.Fprintf(stdio.Out, "continues %s (the head of the file it was rotated from)\n", v.Continues)

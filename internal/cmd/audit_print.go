@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
@@ -100,7 +100,7 @@ func statusCell(e audit.Event) string {
 		return strings.TrimSpace(e.Status + " " + e.Code)
 	case audit.EventCatalogListed:
 		if e.Count != nil {
-			return strconv.Itoa(*e.Count) + " tools"
+			return cli.Count(*e.Count, "tool", "tools")
 		}
 	case audit.EventTurnRefused, audit.EventTurnEscalated:
 		return e.Reason
@@ -113,7 +113,7 @@ func statusCell(e audit.Event) string {
 		return "changed: " + strings.Join(e.Changed, ", ")
 	case audit.EventSegment:
 		if e.Reason == audit.SegmentTornTail {
-			return fmt.Sprintf("%s: %d line(s) set aside", e.Reason, e.TornLines)
+			return e.Reason + ": " + cli.Count(e.TornLines, "line", "lines") + " set aside"
 		}
 		return e.Reason
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/internal/service"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
@@ -277,11 +278,13 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 	}
 	sum := summarize(cfg)
 	stateDir, _ := cfg.StateDirOrDefault(os.Getenv)
+	reporter := 0 // the kernel that reported on the upstreams
 	if len(cfg.Upstreams) > 0 && stateDir != "" {
 		// What a kernel found once the upstreams ran: tools they do not
 		// offer, placeholders their schemas lack, quarantines.
 		if r, err := status.Read(stateDir); err == nil {
 			sum.CheckUpstreamReport(cfg, r)
+			reporter = r.PID
 		}
 	}
 	printAllowances(stdio.Out, cfg, sum)
@@ -293,10 +296,42 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 		fmt.Fprintf(stdio.Out, "warning %s\n", f)
 	}
 	if n := len(sum.Problems); n > 0 {
-		return cli.Hintf(fmt.Errorf("kernel check: %d problem(s) in %s", n, cfg.File),
-			"fix each grant named above, then run '%s kernel check%s' again", prog, configArg(*configFile))
+		return cli.Hintf(fmt.Errorf("kernel check: %s in %s", cli.Count(n, "problem", "problems"), cfg.File), "%s", checkHint(cfg, sum, reporter, *configFile))
 	}
 	return nil
+}
+
+// checkHint says how to fix what kernel check found: grants are fixed in
+// the config alone; what a running kernel found of an [[upstream.tool]]
+// is seen again only once that kernel reloads and reports anew.
+func checkHint(cfg config.Config, sum config.Summary, reporter int, configFile string) string {
+	upstreams := 0
+	for _, f := range sum.Problems {
+		for i := range cfg.Upstreams {
+			if f.Where == cfg.UpstreamRef(i) {
+				upstreams++
+				break
+			}
+		}
+	}
+	again := fmt.Sprintf("run '%s kernel check%s' again", prog, configArg(configFile))
+	if upstreams == 0 {
+		return fmt.Sprintf("fix each problem above in %s, then %s", cfg.File, again)
+	}
+	what := "each [[upstream.tool]] named above"
+	if upstreams < len(sum.Problems) {
+		what = "each grant and [[upstream.tool]] named above"
+	}
+	reload := "reload the kernel (SIGHUP)"
+	if p, err := servicePlatform(); err == nil && p.OS == "linux" {
+		if path, err := p.UnitPath(); err == nil && lexists(path) {
+			reload = "reload the kernel (systemctl --user reload " + service.SystemdUnit + ")"
+		}
+	}
+	if reload == "reload the kernel (SIGHUP)" && reporter > 0 {
+		reload = fmt.Sprintf("reload the kernel (kill -HUP %d)", reporter)
+	}
+	return fmt.Sprintf("fix %s; what a running kernel found of its upstreams is seen again once it reloads and reports anew: %s, then %s", what, reload, again)
 }
 
 func runKernelInit(stdio cli.IO, args []string) error {
