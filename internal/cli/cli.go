@@ -58,11 +58,30 @@ func Report(w io.Writer, prog string, err error) int {
 	case errors.As(err, &he):
 		hint = he.Hint
 	}
-	fmt.Fprintf(w, "%s: error: %s\n", prog, oneLine(err.Error()))
+	for _, p := range Problems(err) {
+		fmt.Fprintf(w, "%s: error: %s\n", prog, p)
+	}
 	if hint != "" {
 		fmt.Fprintf(w, "hint: %s\n", oneLine(hint))
 	}
 	return code
+}
+
+// Problems is err as the lines a user reads: one per problem when err
+// reports several (a config file with three mistakes, say, found in one
+// reading), else err's message on one line.
+func Problems(err error) []string {
+	var ps interface{ Problems() []error }
+	if errors.As(err, &ps) {
+		if list := ps.Problems(); len(list) > 1 {
+			lines := make([]string, len(list))
+			for i, p := range list {
+				lines[i] = oneLine(p.Error())
+			}
+			return lines
+		}
+	}
+	return []string{oneLine(err.Error())}
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

@@ -195,6 +195,13 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 			next, err := loadKernelConfig(configFile, rootFlag)
 			if err != nil {
 				log.Error().Err(err).Msg("config reload refused; the running config is kept")
+				if ps := cli.Problems(err); len(ps) > 1 {
+					cli.Warn(stdio.Err, prog, fmt.Sprintf("reload refused, the running config is kept: the config has %d problems", len(ps)), "")
+					for _, p := range ps {
+						cli.Warn(stdio.Err, prog, p, "")
+					}
+					continue
+				}
 				cli.Warn(stdio.Err, prog, "reload refused, the running config is kept: "+err.Error(), "")
 				continue
 			}
