@@ -108,7 +108,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	defer closeLog()
 	auditLog, err := audit.Open(cfg.AuditLog, audit.WithLogger(log))
 	if err != nil {
-		return auditOpenHint(err)
+		return auditOpenHint(err, cfg.AuditLog, cfg.Socket)
 	}
 	ln, err := kernel.Listen(cfg.Socket)
 	if err != nil {
@@ -225,11 +225,15 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 	}
 }
 
-func auditOpenHint(err error) error {
+func auditOpenHint(err error, path, socket string) error {
 	switch {
 	case errors.Is(err, sockpath.ErrUntrusted):
 		return cli.Hintf(err, "the audit log and every directory above it must be yours (or root's) and not writable by others; chmod go-w them, or pass --audit FILE in a directory of mode 0700")
 	case errors.Is(err, audit.ErrBusy):
+		if pid, ok := holderPID(path, socket); ok {
+			return cli.Hintf(fmt.Errorf("a kernel is already running (pid %d): it holds the audit log %s", pid, path),
+				"stop it first (kill %d), or give this one another --audit FILE and --socket PATH", pid)
+		}
 		return cli.Hintf(err, "another kernel writes this audit log: stop it, or pass --audit FILE")
 	}
 	return cli.Hintf(err, "pass --audit FILE in a directory you can write")
@@ -246,6 +250,9 @@ func listenHint(err error, socket string) error {
 	case errors.Is(err, kernel.ErrNotASocket):
 		return cli.Hintf(err, "remove it yourself or pick another --socket")
 	case errors.Is(err, kernel.ErrAlreadyRunning):
+		if pid, ok := holderPID(socket+".lock", socket); ok {
+			return cli.Hintf(fmt.Errorf("%w on %s (pid %d)", kernel.ErrAlreadyRunning, socket, pid), "stop it first (kill %d), or pass another --socket", pid)
+		}
 		return cli.Hintf(err, "stop that kernel first, or pass another --socket")
 	case errors.Is(err, kernel.ErrSocketUnchecked):
 		return cli.Hintf(err, "remove it yourself if no kernel uses it")
