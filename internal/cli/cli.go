@@ -6,11 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
-
-	"github.com/rs/zerolog"
 )
 
 // IO is a subcommand's view of the process's standard streams. Tests swap
@@ -48,8 +44,7 @@ func Usagef(hint, format string, args ...any) error {
 // Report writes err to w as the one user-facing line (and its hint) and
 // returns the exit code the process should use.
 func Report(w io.Writer, prog string, err error) int {
-	code := 1
-	var hint string
+	code, hint := 1, ""
 	var ue *UsageError
 	var he *Error
 	switch {
@@ -57,6 +52,10 @@ func Report(w io.Writer, prog string, err error) int {
 		code, hint = 2, ue.Hint
 	case errors.As(err, &he):
 		hint = he.Hint
+	}
+	var r *reported
+	if errors.As(err, &r) {
+		return code
 	}
 	for _, p := range Problems(err) {
 		fmt.Fprintf(w, "%s: error: %s\n", prog, p)
@@ -85,39 +84,6 @@ func Problems(err error) []string {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-// LogOptions are the logging flags serve and kernel share.
-type LogOptions struct {
-	Level string // zerolog level name; "" means info
-	File  string // "" means stderr
-}
-
-// NewLogger returns a logger writing JSON lines to opts.File (created 0600,
-// in a directory created 0700 when missing) or to stderr. The returned close function must be called on exit.
-func NewLogger(opts LogOptions, stderr io.Writer) (zerolog.Logger, func() error, error) {
-	level := zerolog.InfoLevel
-	if opts.Level != "" {
-		l, err := zerolog.ParseLevel(opts.Level)
-		if err != nil || opts.Level != l.String() {
-			return zerolog.Nop(), nil, Usagef("use one of trace, debug, info, warn, error, disabled", "unknown log level %q", opts.Level)
-		}
-		level = l
-	}
-	w, closeFn := stderr, func() error { return nil }
-	if opts.File != "" {
-		// A log beside the audit log, in a state directory a new user
-		// does not have yet, must not stop the kernel from starting.
-		if err := os.MkdirAll(filepath.Dir(opts.File), 0o700); err != nil {
-			return zerolog.Nop(), nil, Hintf(fmt.Errorf("create the log file's directory: %w", err), "pick a --log-file in a directory you can write")
-		}
-		f, err := os.OpenFile(opts.File, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			return zerolog.Nop(), nil, Hintf(fmt.Errorf("open log file: %w", err), "pick a --log-file in a directory you can write")
-		}
-		w, closeFn = f, f.Close
-	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger(), closeFn, nil
-}
 
 // Warn writes a warning: something the user should fix, though the
 // command went on. It has the shape of Report's error lines.

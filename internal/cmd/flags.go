@@ -170,3 +170,13 @@ func lookupHarness(cmdName, id string) (install.Harness, error) {
 	}
 	return h, err
 }
+
+// logFlags adds the logging flags serve and kernel share: what goes to
+// stderr or --log-file is what, one format throughout.
+func logFlags(fs *flag.FlagSet, what string) *cli.LogOptions {
+	var o cli.LogOptions
+	fs.StringVar(&o.Level, "log-level", "info", "log `level`: trace, debug, info, warn, error, disabled")
+	fs.StringVar(&o.File, "log-file", "", "write "+what+" to this `file` (mode 0600) instead of stderr")
+	fs.StringVar(&o.Format, "log-format", "", "`human` lines or json records, for all of it (default: human on stderr, json in a --log-file)")
+	return &o
+}

@@ -19,8 +19,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/rs/zerolog"
-
 	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/service"
@@ -62,14 +60,14 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			"in open turns too, and new turns see the [[upstream]] servers as now configured (added ones\n"+
 			"started, removed ones stopped, changed ones restarted); a config that does not load is refused\n"+
 			"and the old one kept. The socket, the audit log, the files root and state_dir change only with\n"+
-			"a restart.")
+			"a restart.\n\n"+
+			"What it reports (that it listens, what it allows, each reload) and its log go to stderr as\n"+
+			"lines, or with --log-file to a file as JSON records; --log-format chooses either for both.")
 	configFile := fs.String("config", "", configHelp)
 	socket := fs.String("socket", "", "socket `path` to listen on (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	root := fs.String("root", "", "files root `dir` (overrides the config's; without a config file the default is the current directory)")
 	auditFile := fs.String("audit", "", "audit log `file` (default $XDG_STATE_HOME/sharedos/audit.jsonl, else ~/.local/state/sharedos/audit.jsonl)")
-	var logOpts cli.LogOptions
-	fs.StringVar(&logOpts.Level, "log-level", "info", "log `level`: trace, debug, info, warn, error, disabled")
-	fs.StringVar(&logOpts.File, "log-file", "", "write logs to this `file` (mode 0600) instead of stderr")
+	logOpts := logFlags(fs, "what it reports (that it listens, what it allows, warnings) and its log")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -101,11 +99,18 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return cli.Hintf(fmt.Errorf("state directory: %w", err), "set state_dir in the config")
 	}
 
-	log, closeLog, err := cli.NewLogger(logOpts, stdio.Err)
+	lg, err := cli.NewLog(prog, *logOpts, stdio.Err)
 	if err != nil {
 		return err
 	}
-	defer closeLog()
+	defer lg.Close()
+	return lg.Finish(serveKernel(ctx, stdio, lg, cfg, stateDir, *configFile, *root, *socket, *auditFile))
+}
+
+// serveKernel runs the kernel on cfg until ctx ends, reporting through
+// lg: what it serves when it starts, each reload, why it stopped.
+func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Config, stateDir, configFile, rootFlag, socketFlag, auditFlag string) error {
+	log, report := lg.Logger, lg.Report
 	auditLog, err := audit.Open(cfg.AuditLog, audit.WithLogger(log))
 	if err != nil {
 		return auditOpenHint(err, cfg.AuditLog, cfg.Socket)
@@ -130,28 +135,28 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	// long lines held); a soft limit makes the collector give memory
 	// back before it would grow past what those allow.
 	debug.SetMemoryLimit(memoryLimit)
-	stopReload := reloadOnHangup(ctx, stdio, log, srv, *configFile, *root, *socket, *auditFile)
+	stopReload := reloadOnHangup(ctx, report, srv, configFile, rootFlag, socketFlag, auditFlag)
 	served := "files root " + cfg.Root
 	if cfg.Root == "" {
 		served = "no files root"
 	}
-	fmt.Fprintf(stdio.Err, "%s: kernel listening on %s (%s, audit log %s)\n", prog, cfg.Socket, served, cfg.AuditLog)
+	fmt.Fprintf(report, "%s: kernel listening on %s (%s, audit log %s)\n", prog, cfg.Socket, served, cfg.AuditLog)
 	if cfg.File == "" {
-		fmt.Fprintf(stdio.Err, "%s: no config file: serving %s read-only (read, list, search) to every integration\n", prog, cfg.Root)
+		fmt.Fprintf(report, "%s: no config file: serving %s read-only (read, list, search) to every integration\n", prog, cfg.Root)
 	} else {
-		fmt.Fprintf(stdio.Err, "%s: config %s\n", prog, cfg.File)
+		fmt.Fprintf(report, "%s: config %s\n", prog, cfg.File)
 	}
 	sum := summarize(cfg)
-	printAllowances(stdio.Err, cfg, sum)
-	printUpstreams(stdio.Err, sum, stateDir)
+	printAllowances(report, cfg, sum)
+	printUpstreams(report, sum, stateDir)
 	for _, f := range sum.Problems {
-		cli.Warn(stdio.Err, prog, f.String(), "")
+		cli.Warn(report, prog, f.String(), "")
 	}
 	for _, f := range sum.Warnings {
-		cli.Warn(stdio.Err, prog, f.String(), "")
+		cli.Warn(report, prog, f.String(), "")
 	}
 	if len(sum.Problems) > 0 {
-		fmt.Fprintf(stdio.Err, "hint: '%s kernel check%s' lists these without starting a kernel\n", prog, configArg(*configFile))
+		fmt.Fprintf(report, "hint: '%s kernel check%s' lists these without starting a kernel\n", prog, configArg(configFile))
 	}
 
 	serveErr := srv.Serve(ctx, ln)
@@ -162,8 +167,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		why = cause.Error()
 	}
-	log.Info().Str("reason", why).Msg("kernel stopped")
-	fmt.Fprintf(stdio.Err, "%s: kernel stopped (%s); the socket %s is removed\n", prog, why, cfg.Socket)
+	fmt.Fprintf(report, "%s: kernel stopped (%s); the socket %s is removed\n", prog, why, cfg.Socket)
 	if err := errors.Join(serveErr, auditLog.Close()); err != nil {
 		return cli.Hintf(err, "check the audit log's disk; the kernel refused calls while it could not record them")
 	}
@@ -176,8 +180,9 @@ const memoryLimit = 192 << 20
 // reloadOnHangup reads the config again on each SIGHUP until ctx ends or
 // the returned function is called, puts the kernel's flags over it as at
 // start, and asks the kernel to apply it (kernel.Server.Reload); a config
-// that does not load is refused and the running one kept.
-func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *kernel.Server, configFile, rootFlag, socketFlag, auditFlag string) func() {
+// that does not load is refused and the running one kept. It says what
+// it did on report.
+func reloadOnHangup(ctx context.Context, report io.Writer, srv *kernel.Server, configFile, rootFlag, socketFlag, auditFlag string) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -194,28 +199,27 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 			}
 			next, err := loadKernelConfig(configFile, rootFlag)
 			if err != nil {
-				log.Error().Err(err).Msg("config reload refused; the running config is kept")
 				if ps := cli.Problems(err); len(ps) > 1 {
-					cli.Warn(stdio.Err, prog, fmt.Sprintf("reload refused, the running config is kept: the config has %d problems", len(ps)), "")
+					cli.Warn(report, prog, fmt.Sprintf("reload refused, the running config is kept: the config has %d problems", len(ps)), "")
 					for _, p := range ps {
-						cli.Warn(stdio.Err, prog, p, "")
+						cli.Warn(report, prog, p, "")
 					}
 					continue
 				}
-				cli.Warn(stdio.Err, prog, "reload refused, the running config is kept: "+err.Error(), "")
+				cli.Warn(report, prog, "reload refused, the running config is kept: "+err.Error(), "")
 				continue
 			}
 			next.Socket = cmp.Or(socketFlag, next.Socket)
 			next.AuditLog = cmp.Or(auditFlag, next.AuditLog)
 			r, err := srv.Reload(next)
 			if err != nil {
-				cli.Warn(stdio.Err, prog, "reload: "+err.Error(), "")
+				cli.Warn(report, prog, "reload: "+err.Error(), "")
 			}
 			if !r.Applied {
 				continue
 			}
-			fmt.Fprintf(stdio.Err, "%s: config reloaded\n", prog)
-			printAllowances(stdio.Err, next, summarize(next))
+			fmt.Fprintf(report, "%s: config reloaded\n", prog)
+			printAllowances(report, next, summarize(next))
 		}
 	}()
 	return func() {

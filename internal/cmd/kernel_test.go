@@ -318,7 +318,7 @@ func TestKernelReloadStartsAndStopsUpstreams(t *testing.T) {
 	}
 
 	write(files + grant + up)
-	k.reload(`"message":"upstream ready"`)
+	k.reload("sharedos-mcp: upstream ready (")
 	if got := k.toolNames(); got != "sharedos.escalate,test.echo" {
 		t.Errorf("after adding the upstream: %v", got)
 	}
