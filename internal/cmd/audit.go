@@ -65,7 +65,15 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	if *since > 0 {
 		filter.Since = time.Now().Add(-*since)
 	}
-	p := &auditPrinter{w: stdio.Out, json: *asJSON}
+	p := &auditPrinter{w: stdio.Out, json: *asJSON, follow: *follow}
+	if *follow && !*asJSON {
+		// The table's columns are sized on the events so far; the
+		// follower then writes each row as it comes.
+		if f, err := os.Open(path); err == nil {
+			_, _ = audit.Read(f, filter, p.measure)
+			f.Close()
+		}
+	}
 	print := p.print
 	var order *audit.CallOrder
 	if !*asJSON {
@@ -78,6 +86,9 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	skipped, err := audit.Read(r, filter, print)
 	if err == nil && order != nil {
 		err = order.Flush()
+	}
+	if err == nil {
+		err = p.flush()
 	}
 	if err != nil {
 		return err
