@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
+	"os"
 	"strings"
 )
 
@@ -68,19 +71,61 @@ func Report(w io.Writer, prog string, err error) int {
 
 // Problems is err as the lines a user reads: one per problem when err
 // reports several (a config file with three mistakes, say, found in one
-// reading), else err's message on one line.
+// reading), else err's message on one line; in Words either way.
 func Problems(err error) []string {
 	var ps interface{ Problems() []error }
 	if errors.As(err, &ps) {
 		if list := ps.Problems(); len(list) > 1 {
 			lines := make([]string, len(list))
 			for i, p := range list {
-				lines[i] = oneLine(p.Error())
+				lines[i] = oneLine(Words(p))
 			}
 			return lines
 		}
 	}
-	return []string{oneLine(err.Error())}
+	return []string{oneLine(Words(err))}
+}
+
+// Words is err's message without the system calls that failed, which
+// mean nothing to the person reading it: a *fs.PathError's
+// "lstat /a/b: permission denied" reads "/a/b: permission denied", a
+// *net.OpError's "dial unix /s: connect: connection refused" reads
+// "/s: connection refused", and a path said twice in a row is said once.
+func Words(err error) string {
+	msg := err.Error()
+	var walk func(error)
+	walk = func(e error) {
+		switch e := e.(type) {
+		case nil:
+			return
+		case *fs.PathError:
+			msg = strings.ReplaceAll(msg, e.Error(), e.Path+": "+e.Err.Error())
+			msg = strings.ReplaceAll(msg, e.Path+": "+e.Path+": ", e.Path+": ")
+		case *net.OpError:
+			if e.Addr != nil {
+				inner := e.Err.Error()
+				var se *os.SyscallError
+				if errors.As(e.Err, &se) {
+					inner = se.Err.Error()
+				}
+				a := e.Addr.String()
+				msg = strings.ReplaceAll(msg, e.Error(), a+": "+inner)
+				msg = strings.ReplaceAll(msg, a+": "+a+": ", a+": ")
+			}
+		case *os.SyscallError:
+			msg = strings.ReplaceAll(msg, e.Error(), e.Err.Error())
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return msg
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

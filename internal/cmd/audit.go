@@ -90,6 +90,10 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	if err == nil {
 		err = p.flush()
 	}
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return cli.Hintf(err, "pass --file the kernel's --audit path, a file you can read")
+	}
 	if err != nil {
 		return err
 	}
@@ -200,7 +204,7 @@ func auditOpenError(path string, err error) error {
 	if errors.Is(err, iofs.ErrNotExist) {
 		return cli.Hintf(fmt.Errorf("no audit log at %s", path), "run the kernel first, or pass --file with the kernel's --audit path")
 	}
-	return fmt.Errorf("open audit log: %w", err)
+	return cli.Hintf(fmt.Errorf("open audit log: %w", err), "pass --file the kernel's --audit path, a file you can read")
 }
 
 // stringsFlag collects a repeatable flag.

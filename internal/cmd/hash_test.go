@@ -89,7 +89,7 @@ func TestHashRefuses(t *testing.T) {
 		},
 		{
 			"a file that does not exist", "", []string{"/nonexistent/catalogue.json"}, 1,
-			[]string{"sharedos-mcp: error: read catalogue: open /nonexistent/catalogue.json:", "hint: give a readable file"},
+			[]string{"sharedos-mcp: error: read catalogue: /nonexistent/catalogue.json: no such file or directory", "hint: give a readable file"},
 		},
 		{
 			"two files", "", []string{"a.json", "b.json"}, 2,

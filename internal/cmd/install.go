@@ -203,7 +203,7 @@ func planError(verb string, err error) error {
 	case errors.Is(err, install.ErrUnsupportedLayout):
 		return cli.Hintf(fmt.Errorf("%s: %w", verb, err), "edit the %s entry by hand; the file was left untouched", install.ServerName)
 	}
-	return fmt.Errorf("%s: %w", verb, err)
+	return cli.Hintf(fmt.Errorf("%s: %w", verb, err), "the harness's config must be a file you can read and write, in a directory you can write")
 }
 
 // finish prints the diff for a dry run, or applies the change, and says

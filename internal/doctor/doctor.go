@@ -160,7 +160,7 @@ func (d *doctor) binary() string {
 		exe, err = filepath.EvalSymlinks(exe)
 	}
 	if err != nil {
-		d.problem(fmt.Sprintf("cannot locate this binary: %v", err), "run sharedos-mcp by its installed path")
+		d.problem("cannot locate this binary: "+cli.Words(err), "run sharedos-mcp by its installed path")
 		return ""
 	}
 	d.ok("%s %s at %s", prog, d.opts.Version, exe)
@@ -190,7 +190,7 @@ func SocketChoice(flagValue string, getenv func(string) string) (path, from stri
 func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts kernelclient.Options) {
 	path, from := opts.Socket, d.opts.From
 	if err := sockpath.CheckLen(path); err != nil {
-		d.problem(fmt.Sprintf("socket %s (from %s): %v", path, from, err), "use a shorter socket path, e.g. under $XDG_RUNTIME_DIR, for the kernel and serve alike")
+		d.problem(fmt.Sprintf("socket %s (from %s): %s", path, from, cli.Words(err)), "use a shorter socket path, e.g. under $XDG_RUNTIME_DIR, for the kernel and serve alike")
 		d.skip("kernel checks skipped: no usable socket path")
 		return
 	}
@@ -217,14 +217,19 @@ func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts ker
 	switch {
 	case err != nil && !connected:
 		fix := "start a kernel: " + d.opts.Start
+		why := cli.Words(err)
+		var se *os.SyscallError
+		if errors.As(err, &se) {
+			why = se.Err.Error() // the socket is named already
+		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			fix = "nothing listens on this socket; a kernel that stopped uncleanly left it behind. " + fix + " (it replaces the stale socket)"
 		}
-		d.problem(fmt.Sprintf("kernel not reachable at %s: %v", path, err), fix)
+		d.problem(fmt.Sprintf("kernel not reachable at %s: %s", path, why), fix)
 		return
 	case credErr != nil:
 		d.ok("kernel reachable at %s", path)
-		d.problem(fmt.Sprintf("cannot read the kernel's peer credentials: %v", credErr), "this OS or socket does not report peer credentials; serve will refuse it too")
+		d.problem("cannot read the kernel's peer credentials: "+cli.Words(credErr), "this OS or socket does not report peer credentials; serve will refuse it too")
 		return
 	case err != nil:
 		d.ok("kernel reachable at %s", path)
@@ -240,7 +245,7 @@ func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts ker
 	for i, c := range checks {
 		if i > 0 {
 			if k, err = kernelclient.Dial(opts); err != nil {
-				d.problem(fmt.Sprintf("kernel not reachable at %s for %q: %v", path, c.name, err), "run doctor again; check the kernel's log")
+				d.problem(cli.Words(fmt.Errorf("kernel not reachable at %s for %q: %w", path, c.name, err)), "run doctor again; check the kernel's log")
 				continue
 			}
 		}
@@ -271,7 +276,7 @@ func (d *doctor) turn(ctx context.Context, k *kernelclient.Client, path string, 
 	tools, hash, err := k.Catalogue(hctx)
 	switch {
 	case err != nil:
-		d.problem("catalogue: "+err.Error(), "serve refuses this catalogue; check the kernel's tool definitions, or use a sharedos-mcp release that matches the kernel")
+		d.problem("catalogue: "+cli.Words(err), "serve refuses this catalogue; check the kernel's tool definitions, or use a sharedos-mcp release that matches the kernel")
 	case len(tools) == 0 && c.installed:
 		d.problem(fmt.Sprintf("catalogue for %q is empty: no grant gives it a tool, so its harness shows no sharedos tools", c.name),
 			fmt.Sprintf("run '%s kernel check' with the kernel's config to see what each integration may do, and add a [[grant]] with subject = \"integration:%s\"", prog, c.name))
@@ -289,19 +294,19 @@ func (d *doctor) socketFile(path string, trusted sockpath.Trusted) bool {
 			"start a kernel: "+d.opts.Start+", or point --socket (or $SHAREDOS_SOCKET) at the one you run")
 		return false
 	case err != nil:
-		d.problem(fmt.Sprintf("socket %s cannot be trusted: %v", path, err),
+		d.problem(fmt.Sprintf("socket %s cannot be trusted: %s", path, cli.Words(err)),
 			"the socket and every directory above it must belong to you or root and must not be writable by others (sticky /tmp is fine); run the kernel on a socket in a directory of mode 0700")
 		return false
 	}
 	fi, err := os.Lstat(path)
 	if err != nil {
-		d.problem(fmt.Sprintf("socket %s: %v", path, err), "run doctor again")
+		d.problem(fmt.Sprintf("socket %s: %s", path, cli.Words(err)), "run doctor again")
 		return false
 	}
 	dir := filepath.Dir(path)
 	di, err := os.Stat(dir)
 	if err != nil {
-		d.problem(fmt.Sprintf("socket directory %s: %v", dir, err), "run doctor again")
+		d.problem(fmt.Sprintf("socket directory %s: %s", dir, cli.Words(err)), "run doctor again")
 		return false
 	}
 	uid := fi.Sys().(*syscall.Stat_t).Uid
@@ -411,10 +416,10 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 	reinstall := fmt.Sprintf("%s install %s --scope %s (with the --socket and --integration you used)", prog, h.ID, scope)
 	switch {
 	case err != nil && path == "":
-		d.skip("%s %v", label, err)
+		d.skip("%s %s", label, cli.Words(err))
 		return false
 	case err != nil:
-		d.problem(fmt.Sprintf("%s %v", label, err), fmt.Sprintf("fix %s so that it parses; %s cannot read it either", path, h.Title))
+		d.problem(fmt.Sprintf("%s %s", label, cli.Words(err)), fmt.Sprintf("fix %s so that it parses; %s cannot read it either", path, h.Title))
 		return false
 	case in.Entry.Command == "":
 		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, install.ServerName, path), reinstall)
@@ -424,7 +429,7 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 	resolved, rerr := resolveCommand(command)
 	switch {
 	case rerr != nil:
-		d.problem(fmt.Sprintf("%s %s runs %s, which cannot be found: %v", label, path, command, rerr), reinstall)
+		d.problem(fmt.Sprintf("%s %s runs %s, which cannot be found: %s", label, path, command, cli.Words(rerr)), reinstall)
 	case exe == "":
 		d.skip("%s %s runs %s; not compared, this binary's path is unknown", label, path, command)
 	case resolved != exe:
@@ -494,7 +499,7 @@ func (d *doctor) scriptMode(h install.Harness) {
 	st, err := h.ScriptMode(d.opts.Env)
 	switch {
 	case err != nil:
-		d.problem(fmt.Sprintf("%s: cannot tell whether pi-mcp-adapter's script mode is on: %v", h.ID, err), "make the file readable, or check it by hand")
+		d.problem(fmt.Sprintf("%s: cannot tell whether pi-mcp-adapter's script mode is on: %s", h.ID, cli.Words(err)), "make the file readable, or check it by hand")
 	case st.On:
 		where := "by default: no config file sets settings.scriptMode"
 		fix := prog + " install " + h.ID + " (it turns script mode off)"

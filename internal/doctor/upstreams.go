@@ -38,7 +38,7 @@ type Upstreams struct {
 // theirs the kernel does not publish, with why and what to do.
 func (d *doctor) upstreams(u *Upstreams) {
 	if u.QuarantineErr != nil {
-		d.problem(fmt.Sprintf("upstream pins in %s: %v", u.StateDir, u.QuarantineErr),
+		d.problem(fmt.Sprintf("upstream pins in %s: %s", u.StateDir, cli.Words(u.QuarantineErr)),
 			"the state directory and its pins must be yours and not writable by others (chmod go-w); the kernel refuses them too")
 	}
 	r := u.Report
@@ -46,7 +46,7 @@ func (d *doctor) upstreams(u *Upstreams) {
 	case errors.Is(u.ReportErr, status.ErrNoReport):
 		d.skip("no upstream status in %s yet: a kernel running %s writes it once its upstreams start", u.StateDir, u.Config)
 	case u.ReportErr != nil:
-		d.problem(fmt.Sprintf("upstream status: %v", u.ReportErr), "restart the kernel; it rewrites the status whole")
+		d.problem("upstream status: "+cli.Words(u.ReportErr), "restart the kernel; it rewrites the status whole")
 	}
 	var seen []string
 	if u.ReportErr == nil {
