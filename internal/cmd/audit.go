@@ -163,7 +163,7 @@ func runAuditVerify(stdio cli.IO, args []string) error {
 	case err != nil:
 		return fmt.Errorf("audit verify: %w", err)
 	}
-	fmt.Fprintf(stdio.Out, "ok %s: %d events in an unbroken chain", path, v.Events)
+	fmt.Fprintf(stdio.Out, "ok %s: %s in an unbroken chain", path, cli.Count(v.Events, "event", "events"))
 	if v.Segments > 0 {
 		fmt.Fprintf(stdio.Out, " (%s: repairs or rotations, each recorded)", cli.Count(v.Segments, "segment", "segments"))
 	}
