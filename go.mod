@@ -11,6 +11,7 @@ require (
 	github.com/rs/zerolog v1.35.1
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/net v0.61.0
+	golang.org/x/oauth2 v0.35.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/text v0.44.0
 )
@@ -20,7 +21,6 @@ require (
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
-	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect

@@ -107,12 +107,14 @@ func readPlan(h Harness, scope Scope, env Env) (Change, error) {
 	return c, nil
 }
 
-// Installed is what one harness's file for one scope holds of ours.
+// Installed is what one harness's file for one scope holds of one of
+// our entries.
 type Installed struct {
 	Harness Harness
 	Scope   Scope
+	Name    string // the entry's name: ServerName, or a further one (EntryName)
 	Path    string // "" when the file cannot even be located (Err says why)
-	Found   bool   // the file holds our entry
+	Found   bool   // the file holds the entry
 	Entry   Entry  // what the entry runs; Command is "" when it has none
 }
 
@@ -135,7 +137,7 @@ func (in Installed) Socket() string {
 // false. A file that does not parse is an error wrapping a *ParseError;
 // a file that cannot be located is an error with Path "".
 func Inspect(h Harness, scope Scope, env Env) (Installed, error) {
-	in := Installed{Harness: h, Scope: scope}
+	in := Installed{Harness: h, Scope: scope, Name: h.EntryName()}
 	c, err := readPlan(h, scope, env)
 	in.Path = c.Path
 	if err != nil || !c.Existed {
@@ -149,14 +151,31 @@ func Inspect(h Harness, scope Scope, env Env) (Installed, error) {
 }
 
 // InspectAll runs Inspect for every harness and scope, in the order
-// Harnesses lists them, user scope first. errs[i] is Inspect's error
-// for found[i].
+// Harnesses lists them, user scope first: the sharedos entry (Found is
+// false when there is none), then each further entry the file holds, in
+// its order. errs[i] is Inspect's error for found[i].
 func InspectAll(env Env) (found []Installed, errs []error) {
 	for _, h := range harnesses {
 		for _, scope := range []Scope{ScopeUser, ScopeProject} {
 			in, err := Inspect(h, scope, env)
 			found = append(found, in)
 			errs = append(errs, err)
+			if err != nil || in.Path == "" {
+				continue
+			}
+			src, err := os.ReadFile(in.Path)
+			if err != nil {
+				continue
+			}
+			names, _ := h.format.names(src)
+			for _, name := range names {
+				if name == ServerName {
+					continue
+				}
+				in, err := Inspect(h.Named(name), scope, env)
+				found = append(found, in)
+				errs = append(errs, err)
+			}
 		}
 	}
 	return found, errs

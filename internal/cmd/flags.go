@@ -33,6 +33,22 @@ func newFlagSet(stdio cli.IO, name, argsSyntax, summary string) *flag.FlagSet {
 	return fs
 }
 
+// parseInterleaved is parseFlags for a command whose flags may come
+// before, between or after its arguments (kernel approve memory --config
+// F): it returns the arguments, in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
 // parseFlags parses args. -h prints the whole usage and returns
 // flag.ErrHelp. A bad flag returns a usage error (exit 2) that says what
 // was wrong in the command line's own terms (--name), and nothing else:

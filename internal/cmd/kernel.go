@@ -43,9 +43,11 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			return runKernelService(stdio, args[1:])
 		case "approve":
 			return runKernelApprove(stdio, args[1:])
+		case "explain":
+			return runKernelExplain(ctx, stdio, args[1:])
 		}
 	}
-	fs := newFlagSet(stdio, "kernel", "[check|init|approve|service] [flags]",
+	fs := newFlagSet(stdio, "kernel", "[check|init|approve|explain|service] [flags]",
 		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\n"+
 			"confined to a root directory and brokers the stdio MCP servers its config names ([[upstream]]),\n"+
 			"authorizes every call against the grants in its config, and appends every turn and call to an\n"+
@@ -55,12 +57,13 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			"  kernel check [--config FILE]   validate a config and show what it allows, without starting\n"+
 			"  kernel init [--config FILE] [--root DIR]   write a commented starter config\n"+
 			"  kernel approve UPSTREAM [TOOL] [--config FILE]   pin a brokered tool's changed definition\n"+
+			"  kernel explain --integration NAME TOOL [ARGUMENTS-JSON]   how the kernel would decide a call, and why\n"+
 			"  kernel service install|uninstall|status   run the kernel as a service of this user\n\n"+
 			"SIGHUP reloads the config: new grants, allow_uids and allow_hard_links take effect at once,\n"+
 			"in open turns too, and new turns see the [[upstream]] servers as now configured (added ones\n"+
-			"started, removed ones stopped, changed ones restarted); a config that does not load is refused\n"+
-			"and the old one kept. The socket, the audit log, the files root and state_dir change only with\n"+
-			"a restart.\n\n"+
+			"started, removed ones stopped, changed ones restarted); an open turn's call of a brokered tool\n"+
+			"whose action or resource changed is refused. A config that does not load is refused and the old\n"+
+			"one kept. The socket, the audit log, the files root and state_dir change only with a restart.\n\n"+
 			"What it reports (that it listens, what it allows, each reload) and its log go to stderr as\n"+
 			"lines, or with --log-file to a file as JSON records; --log-format chooses either for both.")
 	configFile := fs.String("config", "", configHelp)
@@ -72,7 +75,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("the kernel's subcommands are check, init, approve and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the kernel's subcommands are check, init, approve, explain and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg, err := loadKernelConfig(*configFile, *root)
@@ -95,7 +98,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 
 	stateDir, err := cfg.StateDirOrDefault(os.Getenv)
-	if err != nil && len(cfg.Upstreams) > 0 {
+	if err != nil && (len(cfg.Upstreams) > 0 || hasLimits(cfg)) {
 		return cli.Hintf(fmt.Errorf("state directory: %w", err), "set state_dir in the config")
 	}
 
@@ -122,7 +125,9 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 	srv := &kernel.Server{
 		Root:           cfg.Root,
 		Grants:         cfg.Grants,
+		Integrations:   cfg.Hierarchy,
 		AllowUIDs:      cfg.AllowUIDs,
+		OperatorUIDs:   cfg.OperatorUIDs,
 		AllowHardLinks: cfg.AllowHardLinks,
 		Upstreams:      cfg.Upstreams,
 		StateDir:       stateDir,
@@ -147,7 +152,7 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 		fmt.Fprintf(report, "%s: config %s\n", prog, cfg.File)
 	}
 	sum := summarize(cfg)
-	printAllowances(report, cfg, sum)
+	printAllowances(report, cfg, sum, nil)
 	printUpstreams(report, sum, stateDir)
 	for _, f := range sum.Problems {
 		cli.Warn(report, prog, f.String(), "")
@@ -168,10 +173,20 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 		why = cause.Error()
 	}
 	fmt.Fprintf(report, "%s: kernel stopped (%s); the socket %s is removed\n", prog, why, cfg.Socket)
+	var be *kernel.BudgetsError
+	if errors.As(serveErr, &be) {
+		return errors.Join(cli.Hintf(serveErr, "the kernel keeps its grants' limit counts in %s: make it yours and writable by you alone (chmod 600), or move it aside, which forgets the counts", be.Path), auditLog.Close())
+	}
 	if err := errors.Join(serveErr, auditLog.Close()); err != nil {
 		return cli.Hintf(err, "check the audit log's disk; the kernel refused calls while it could not record them")
 	}
 	return nil
+}
+
+// hasLimits reports whether a grant of cfg has a limit, whose counts the
+// kernel keeps in its state directory.
+func hasLimits(cfg config.Config) bool {
+	return slices.ContainsFunc(cfg.Grants, func(g policy.Grant) bool { return !g.Limit.IsZero() })
 }
 
 // memoryLimit is the kernel's soft memory limit (debug.SetMemoryLimit).
@@ -219,7 +234,7 @@ func reloadOnHangup(ctx context.Context, report io.Writer, srv *kernel.Server, c
 				continue
 			}
 			fmt.Fprintf(report, "%s: config reloaded\n", prog)
-			printAllowances(report, next, summarize(next))
+			printAllowances(report, next, summarize(next), nil)
 		}
 	}()
 	return func() {
@@ -272,7 +287,8 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 			"integration may do: each tool, on which resources, with which action, until when. Exits 1\n"+
 			"when the config does not load, when a grant can never match (expired, or reaching no tool)\n"+
 			"and when it grants nothing. Warns, without failing, about a subject no installed harness\n"+
-			"entry announces and an installed integration no grant names.")
+			"entry announces, an installed integration no grant names and, once a kernel has run the\n"+
+			"upstreams, a placeholder {name} whose argument takes a path or a URL ({name:path}, {name:url}).")
 	configFile := fs.String("config", "", configHelp)
 	root := fs.String("root", "", "files root `dir`, as you would pass it to the kernel")
 	if err := parseFlags(fs, args); err != nil {
@@ -305,7 +321,15 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 			reporter = r.PID
 		}
 	}
-	printAllowances(stdio.Out, cfg, sum)
+	// The limits' counts, as the running kernel saves them at each
+	// charge (or as the last one left them).
+	var counts *budgetCounts
+	if stateDir != "" && hasLimits(cfg) {
+		if bc, err := kernel.ReadBudgets(stateDir, time.Now()); err == nil {
+			counts = &budgetCounts{counts: bc, file: filepath.Join(stateDir, kernel.BudgetsFile)}
+		}
+	}
+	printAllowances(stdio.Out, cfg, sum, counts)
 	printUpstreams(stdio.Out, sum, stateDir)
 	for _, f := range sum.Problems {
 		fmt.Fprintf(stdio.Out, "problem %s\n", f)
@@ -323,17 +347,24 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 // the config alone; what a running kernel found of an [[upstream.tool]]
 // is seen again only once that kernel reloads and reports anew.
 func checkHint(cfg config.Config, sum config.Summary, reporter int, configFile string) string {
-	upstreams := 0
+	upstreams, grants := 0, 0
 	for _, f := range sum.Problems {
 		for i := range cfg.Upstreams {
 			if f.Where == cfg.UpstreamRef(i) {
 				upstreams++
-				break
+			}
+		}
+		for i := range cfg.Grants {
+			if f.Where == cfg.GrantRef(i) {
+				grants++
 			}
 		}
 	}
 	again := fmt.Sprintf("run '%s kernel check%s' again", prog, configArg(configFile))
-	if upstreams == 0 {
+	switch {
+	case grants == len(sum.Problems):
+		return "fix each grant named above, then " + again
+	case upstreams == 0:
 		return fmt.Sprintf("fix each problem above in %s, then %s", cfg.File, again)
 	}
 	what := "each [[upstream.tool]] named above"
@@ -527,9 +558,55 @@ func summarize(cfg config.Config) config.Summary {
 	return sum
 }
 
-// printAllowances prints, per grant subject, a table of what it may do.
-func printAllowances(w io.Writer, cfg config.Config, sum config.Summary) {
+// budgetCounts are the limits' counts a kernel saved, for kernel check
+// to say what is left.
+type budgetCounts struct {
+	counts []kernel.BudgetCount
+	file   string
+}
+
+// left says what is left of grant g's limit for integration: "37 left
+// until 13:00Z".
+func (b *budgetCounts) left(g policy.Grant, integration string) string {
+	for _, c := range b.counts {
+		if c.Grant == g.Key() && c.Integration == integration {
+			return fmt.Sprintf("%d left until %s", max(g.Limit.N-c.Count, 0), c.Ends.UTC().Format(time.RFC3339))
+		}
+	}
+	return fmt.Sprintf("%d left", g.Limit.N)
+}
+
+// budgeted reports whether any grant of cfg asks or has a limit: then the
+// tables show an ASK and a LIMIT column.
+func budgeted(cfg config.Config) bool {
+	return slices.ContainsFunc(cfg.Grants, func(g policy.Grant) bool {
+		return g.Ask != "" || !g.Limit.IsZero() || g.TurnLimit > 0
+	})
+}
+
+// limitText is a grant's limits as a table shows them, with what is left
+// for integration when counts are known.
+func limitText(g policy.Grant, integration string, counts *budgetCounts) string {
+	var parts []string
+	if !g.Limit.IsZero() {
+		l := g.Limit.String()
+		if counts != nil && integration != "*" {
+			l += " (" + counts.left(g, integration) + ")"
+		}
+		parts = append(parts, l)
+	}
+	if g.TurnLimit > 0 {
+		parts = append(parts, fmt.Sprintf("%d/turn", g.TurnLimit))
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+// printAllowances prints, per grant subject, a table of what it may do;
+// then, per child integration, what it may do in effect. counts, when
+// known, say what is left of each limit.
+func printAllowances(w io.Writer, cfg config.Config, sum config.Summary, counts *budgetCounts) {
 	wildcard := false
+	withBudgets := budgeted(cfg)
 	var anyTool []string // upstreams with a "NAME.*" row
 	for _, sub := range sum.Subjects {
 		switch {
@@ -541,18 +618,24 @@ func printAllowances(w io.Writer, cfg config.Config, sum config.Summary) {
 		default:
 			fmt.Fprintf(w, "%s may:\n", sub.Subject)
 		}
+		name := strings.TrimPrefix(sub.Subject, "integration:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  TOOL\tACTION\tON\tUNTIL\tGRANT")
+		if withBudgets {
+			fmt.Fprintln(tw, "  TOOL\tACTION\tON\tUNTIL\tASK\tLIMIT\tGRANT")
+		} else {
+			fmt.Fprintln(tw, "  TOOL\tACTION\tON\tUNTIL\tGRANT")
+		}
 		for _, r := range sub.Rows {
 			on := r.Resource.String() + " only"
 			if r.Descendants {
 				on = r.Resource.String() + " and below"
 			}
-			until := "no expiry"
-			if !r.Expires.IsZero() {
-				until = r.Expires.UTC().Format(time.RFC3339)
+			if withBudgets {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tool, r.Action, on, untilText(r.Expires), orDash(r.Ask),
+					limitText(cfg.Grants[r.Grant], name, counts), grantLabel(cfg, r.Grant))
+			} else {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Tool, r.Action, on, untilText(r.Expires), grantLabel(cfg, r.Grant))
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Tool, r.Action, on, until, grantLabel(cfg, r.Grant))
 			if up, ok := strings.CutSuffix(r.Tool, "."+config.AnyTool); ok && !slices.Contains(anyTool, up) {
 				anyTool = append(anyTool, up)
 			}
@@ -563,6 +646,48 @@ func printAllowances(w io.Writer, cfg config.Config, sum config.Summary) {
 		fmt.Fprintf(w, "%s.%s: every tool of the upstream %s that no [[upstream.tool]] names (action call on %s:/<tool>); which those are is known once it runs\n",
 			up, config.AnyTool, up, up)
 	}
+	for _, ch := range sum.Children {
+		printChild(w, cfg, ch)
+	}
+	if counts != nil {
+		fmt.Fprintf(w, "what is left of each limit is as the kernel last saved it (%s)\n", counts.file)
+	}
+}
+
+// printChild prints what a child may do in effect, and the proof that it
+// is within what each ancestor may.
+func printChild(w io.Writer, cfg config.Config, ch config.ChildSummary) {
+	ancestors := strings.Join(ch.Chain[1:], ", child of ")
+	if len(ch.Rows) == 0 {
+		fmt.Fprintf(w, "integration:%s (child of %s) may do nothing: none of its grants reaches what %s may do\n", ch.Name, ancestors, ch.Chain[1])
+		return
+	}
+	fmt.Fprintf(w, "integration:%s (child of %s) may, within what %s may:\n", ch.Name, ancestors, strings.Join(ch.Chain[1:], " and "))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TOOL\tACTION\tON\tUNTIL\tASK\tGRANTS")
+	for _, r := range ch.Rows {
+		on := r.Scope.Resource.String() + " only"
+		if r.Scope.Below {
+			on = r.Scope.String()
+		}
+		labels := make([]string, len(r.Grants))
+		for i, g := range r.Grants {
+			labels[i] = grantLabel(cfg, g)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.Tool, r.Action, on, untilText(r.Expires), orDash(r.Ask), strings.Join(labels, " within "))
+	}
+	tw.Flush()
+	if ch.Proved {
+		fmt.Fprintf(w, "subset: everything %s may do, %s may do too: each row lies within the grant of each named beside it, which gives its action\n",
+			ch.Name, strings.Join(ch.Chain[1:], " and "))
+	}
+}
+
+func untilText(t time.Time) string {
+	if t.IsZero() {
+		return "no expiry"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // printUpstreams lists the brokered servers and their configured tools.

@@ -398,11 +398,11 @@ func (n notInstalled) String() string {
 }
 
 // sameFileAs returns the index of an earlier entry of the same harness
-// that reads the same file (the project scope, when doctor runs in the
-// home directory), or -1.
+// and name that reads the same file (the project scope, when doctor runs
+// in the home directory), or -1.
 func sameFileAs(entries []install.Installed, i int) int {
 	for j := range i {
-		if entries[j].Harness.ID == entries[i].Harness.ID && entries[i].Path != "" && entries[j].Path == entries[i].Path {
+		if entries[j].Harness.ID == entries[i].Harness.ID && entries[j].Name == entries[i].Name && entries[i].Path != "" && entries[j].Path == entries[i].Path {
 			return j
 		}
 	}
@@ -413,6 +413,10 @@ func sameFileAs(entries []install.Installed, i int) int {
 func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 	h, scope, path := in.Harness, in.Scope, in.Path
 	label := fmt.Sprintf("%s %s:", h.ID, scope)
+	if in.Name != install.ServerName {
+		// A further entry, a subagent's (install --integration NAME).
+		label = fmt.Sprintf("%s %s %s:", h.ID, scope, in.Name)
+	}
 	reinstall := fmt.Sprintf("%s install %s --scope %s (with the --socket and --integration you used)", prog, h.ID, scope)
 	switch {
 	case err != nil && path == "":
@@ -422,7 +426,7 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 		d.problem(fmt.Sprintf("%s %s", label, cli.Words(err)), fmt.Sprintf("fix %s so that it parses; %s cannot read it either", path, h.Title))
 		return false
 	case in.Entry.Command == "":
-		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, install.ServerName, path), reinstall)
+		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, in.Name, path), reinstall)
 		return true
 	}
 	command := in.Entry.Command
@@ -539,11 +543,11 @@ func DialError(path, start string, err error) error {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return cli.Hintf(fmt.Errorf("no kernel is running at %s: nothing listens on the socket a stopped kernel left behind", path), "%s", hint)
 	}
-	return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", dialHint(err))
+	return cli.Hintf(fmt.Errorf("cannot reach the kernel at %s: %w", path, err), "%s", DialHint(err))
 }
 
-// dialHint says what to do about an error from kernelclient.Dial.
-func dialHint(err error) string {
+// DialHint says what to do about an error from kernelclient.Dial.
+func DialHint(err error) string {
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
 		return "start a kernel with 'sharedos-mcp kernel', or point --socket (or $SHAREDOS_SOCKET) at the one you run"

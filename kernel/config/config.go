@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,17 @@ type Config struct {
 	Root      string         // the files root, absolute; "" serves no file tools (only valid with upstreams)
 	Grants    []policy.Grant // deny by default: only these allow anything
 
+	// OperatorUIDs are the uids, besides the kernel's own and root, whose
+	// connections may ask operator methods (kernel explain) without
+	// saying hello. They may connect for that even when AllowUIDs does
+	// not name them.
+	OperatorUIDs []uint32
+	// Integrations are the [[integration]] declarations, in file order,
+	// and Hierarchy the parents they give (the zero Hierarchy when there
+	// are none).
+	Integrations []policy.Integration
+	Hierarchy    policy.Hierarchy
+
 	// StateDir holds what the kernel keeps between runs besides its audit
 	// log: the upstreams' pins and status. "" means DefaultStateDir.
 	StateDir string
@@ -49,9 +61,32 @@ type Config struct {
 
 // Lines holds 1-based line numbers in a config file; 0 is unknown.
 type Lines struct {
-	Root      int   // [files] root
-	Grants    []int // each [[grant]] header, in order
-	Upstreams []int // each [[upstream]] header, in order
+	Root         int   // [files] root
+	Grants       []int // each [[grant]] header, in order
+	Upstreams    []int // each [[upstream]] header, in order
+	Integrations []int // each [[integration]] header, in order
+}
+
+// Rules are the config's grants and hierarchy, as the policy decides on
+// them.
+func (c Config) Rules() policy.Rules {
+	return policy.Rules{Grants: c.Grants, Integrations: c.Hierarchy}
+}
+
+// IntegrationRef names [[integration]] i (0-based) for a message:
+// "FILE:LINE: integration NAME" when the line is known.
+func (c Config) IntegrationRef(i int) string {
+	name := "integration"
+	if i < len(c.Integrations) {
+		name += " " + strconv.Quote(c.Integrations[i].Name)
+	}
+	switch {
+	case c.File == "":
+		return name
+	case i < len(c.Lines.Integrations) && c.Lines.Integrations[i] > 0:
+		return fmt.Sprintf("%s:%d: %s", c.File, c.Lines.Integrations[i], name)
+	}
+	return c.File + ": " + name
 }
 
 // GrantLine is the line of grant i's [[grant]] header (0-based i), 0
@@ -135,16 +170,23 @@ func (c Config) StateDirOrDefault(getenv func(string) string) (string, error) {
 // fileConfig is the TOML document. Unknown keys are an error, so a typo in
 // a grant cannot silently widen or narrow what is allowed.
 type fileConfig struct {
-	Socket    string   `toml:"socket"`
-	AuditLog  string   `toml:"audit_log"`
-	StateDir  string   `toml:"state_dir"`
-	AllowUIDs []uint32 `toml:"allow_uids"`
-	Files     struct {
+	Socket       string   `toml:"socket"`
+	AuditLog     string   `toml:"audit_log"`
+	StateDir     string   `toml:"state_dir"`
+	AllowUIDs    []uint32 `toml:"allow_uids"`
+	OperatorUIDs []uint32 `toml:"operator_uids"`
+	Files        struct {
 		Root           string `toml:"root"`
 		AllowHardLinks bool   `toml:"allow_hard_links"`
 	} `toml:"files"`
-	Grant    []fileGrant       `toml:"grant"`
-	Upstream []upstream.Config `toml:"upstream"`
+	Grant       []fileGrant       `toml:"grant"`
+	Upstream    []upstream.Config `toml:"upstream"`
+	Integration []fileIntegration `toml:"integration"`
+}
+
+type fileIntegration struct {
+	Name   string `toml:"name"`
+	Parent string `toml:"parent"`
 }
 
 type fileGrant struct {
@@ -155,6 +197,11 @@ type fileGrant struct {
 	// any, so that a local date-time (no offset, ambiguous across time
 	// zones) can be told apart from an offset one and refused.
 	Expires any `toml:"expires"`
+
+	Ask       string `toml:"ask"`
+	AskTTL    string `toml:"ask_ttl"`
+	Limit     string `toml:"limit"`
+	TurnLimit *int64 `toml:"turn_limit"`
 }
 
 // Default serves root read-only (read, list, search, everything
@@ -343,9 +390,13 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 		// Unknown keys: the rest was read, and is checked as well.
 		errs.add(decodeError(name, err))
 	}
-	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
+	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, OperatorUIDs: fc.OperatorUIDs,
+		Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
 		errs.add(fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name))
+	}
+	if fc.OperatorUIDs != nil && len(fc.OperatorUIDs) == 0 {
+		errs.add(fmt.Errorf("%s: operator_uids is empty; remove it (the kernel's own uid and root are operators anyway)", name))
 	}
 	upstreamsOK := true
 	for i := range fc.Upstream {
@@ -375,11 +426,24 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 			namespaces = c.Namespaces()
 		}
 	}
+	// The grants a hierarchy's parents may be named by: every grant with
+	// a subject, even one wrong otherwise, so that its problem is not
+	// said twice.
+	var named []policy.Grant
 	for i, g := range fc.Grant {
-		if pg, ok := c.grant(&errs, i, g, namespaces); ok {
+		pg, ok := c.grant(&errs, i, g, namespaces)
+		if ok {
 			c.Grants = append(c.Grants, pg)
 		}
+		if policy.ValidateSubject(g.Subject) == nil {
+			named = append(named, policy.Grant{Subject: g.Subject})
+		}
 	}
+	h := Config{Grants: named, File: c.File, Lines: c.Lines}
+	if err := h.hierarchy(fc.Integration); err != nil {
+		errs.add(err)
+	}
+	c.Integrations, c.Hierarchy = h.Integrations, h.Hierarchy
 	if err := errs.err(); err != nil {
 		return Config{}, err
 	}
@@ -412,38 +476,47 @@ func checkUpstream(name string, data []byte, base string, ups []upstream.Config,
 // false when it had any.
 func (c *Config) grant(errs *problems, i int, g fileGrant, namespaces []string) (pg policy.Grant, ok bool) {
 	where := c.GrantRef(i)
-	n := len(*errs)
+	var mine []string // this grant's problems, each said once
+	add := func(err error) {
+		if !slices.Contains(mine, err.Error()) {
+			mine = append(mine, err.Error())
+			errs.add(err)
+		}
+	}
 	r, err := policy.ParseResource(g.Resource)
 	switch {
 	case err != nil:
-		errs.add(fmt.Errorf("%s: %w", where, err))
+		add(fmt.Errorf("%s: %w", where, err))
 	case !slices.Contains(namespaces, r.Namespace):
 		msg := fmt.Sprintf("%s: resource %q: unknown namespace %q, so the grant could never match (the namespaces are %s)",
 			where, g.Resource, r.Namespace, strings.Join(namespaces, ", "))
 		if s := nearest.Find(r.Namespace, nearest.Names(namespaces...)); s != "" {
 			msg += fmt.Sprintf("; did you mean %s:%s?", s, r.Path)
 		}
-		errs.add(errors.New(msg))
+		add(errors.New(msg))
 	}
-	pg = policy.Grant{Subject: g.Subject, Resource: r, Descendants: g.Descendants, Actions: g.Actions}
 	// The subject on its own, then the rest as Validate sees it, so that
 	// a grant wrong in both says so at once.
 	if err := policy.ValidateSubject(g.Subject); err != nil {
-		errs.add(fmt.Errorf("%s: %w", where, err))
+		add(fmt.Errorf("%s: %w", where, err))
 	}
-	rest := pg
-	rest.Subject = policy.SubjectWildcard
-	if err := rest.Validate(); err != nil {
-		errs.add(fmt.Errorf("%s: %w%s", where, err, nearestAction(g.Actions, policy.KnownAction, grantActions)))
+	pg = policy.Grant{Subject: policy.SubjectWildcard, Resource: r, Descendants: g.Descendants, Actions: g.Actions}
+	actions := nearestAction(g.Actions, policy.KnownAction, grantActions)
+	if err := pg.Validate(); err != nil {
+		add(fmt.Errorf("%s: %w%s", where, err, actions))
 	}
 	switch e := g.Expires.(type) {
 	case nil:
 	case time.Time:
 		pg.Expires = e
 	default:
-		errs.add(fmt.Errorf("%s: expires must be a date-time with an offset, e.g. 2027-01-01T00:00:00Z", where))
+		add(fmt.Errorf("%s: expires must be a date-time with an offset, e.g. 2027-01-01T00:00:00Z", where))
 	}
-	return pg, len(*errs) == n
+	if err := grantBudget(g, &pg); err != nil {
+		add(fmt.Errorf("%s: %w%s", where, err, actions))
+	}
+	pg.Subject = g.Subject
+	return pg, len(mine) == 0
 }
 
 // grantActions and upstreamToolActions are what a grant and an
@@ -465,6 +538,89 @@ func nearestAction(actions []string, known func(string) bool, names []string) st
 		}
 	}
 	return ""
+}
+
+// grantBudget reads a grant's ask, ask_ttl, limit and turn_limit into pg.
+func grantBudget(g fileGrant, pg *policy.Grant) error {
+	switch g.Ask {
+	case "", policy.AskHarness, policy.AskOperator:
+		pg.Ask = g.Ask
+	default:
+		return fmt.Errorf("ask %q: want %q (the person at the harness, or the operator, approves each call) or %q (only the operator does); leave it out for no approval",
+			g.Ask, policy.AskHarness, policy.AskOperator)
+	}
+	if g.AskTTL != "" {
+		if g.Ask == "" {
+			return fmt.Errorf("ask_ttl %q is set but ask is not; set ask, or remove ask_ttl", g.AskTTL)
+		}
+		d, err := time.ParseDuration(g.AskTTL)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("ask_ttl %q: want a positive Go duration, e.g. \"10m\"", g.AskTTL)
+		}
+		pg.AskTTL = d
+	} else if g.Ask != "" {
+		pg.AskTTL = policy.DefaultAskTTL
+	}
+	if g.Limit != "" {
+		l, err := policy.ParseLimit(g.Limit)
+		if err != nil {
+			return err
+		}
+		pg.Limit = l
+	}
+	if g.TurnLimit != nil {
+		if *g.TurnLimit < 1 || *g.TurnLimit > policy.MaxTurnLimit {
+			return fmt.Errorf("turn_limit %d: want a whole number from 1 to %d; leave it out for no limit", *g.TurnLimit, policy.MaxTurnLimit)
+		}
+		pg.TurnLimit = int(*g.TurnLimit)
+	}
+	return pg.Validate()
+}
+
+// hierarchy reads the [[integration]] declarations. A parent must be
+// declared, or named by a grant's subject: one nobody names is a typo
+// that would leave its child with nothing.
+func (c *Config) hierarchy(decls []fileIntegration) error {
+	if len(decls) == 0 {
+		return nil
+	}
+	var known []string
+	for _, g := range c.Grants {
+		if n, ok := strings.CutPrefix(g.Subject, "integration:"); ok && n != "*" {
+			known = append(known, n)
+		}
+	}
+	for _, d := range decls {
+		c.Integrations = append(c.Integrations, policy.Integration{Name: d.Name, Parent: d.Parent})
+	}
+	h, err := policy.NewHierarchy(c.Integrations, known)
+	var he *policy.HierarchyError
+	if errors.As(err, &he) {
+		if he.Kind == policy.HierarchyInvalidName && he.Name != c.Integrations[he.Index].Name {
+			return fmt.Errorf("%s: parent %q is not a valid integration name (1-64 letters, digits, spaces, '-', '_' or '.')", c.IntegrationRef(he.Index), he.Name)
+		}
+		msg := fmt.Sprintf("%s: %s", c.IntegrationRef(he.Index), he.Reason())
+		switch he.Kind {
+		case policy.HierarchyUnknownParent:
+			names := slices.Clone(known)
+			for _, d := range c.Integrations {
+				names = append(names, d.Name)
+			}
+			if s := nearest.Find(he.Parent, nearest.Names(names...)); s != "" && s != he.Parent {
+				msg += fmt.Sprintf("; did you mean parent = %q?", s)
+			} else {
+				msg += fmt.Sprintf("; declare it ([[integration]] name = %q) or give it a grant", he.Parent)
+			}
+		case policy.HierarchyCycle:
+			msg += "; one of them must have no parent"
+		}
+		return errors.New(msg)
+	}
+	if err != nil {
+		return err
+	}
+	c.Hierarchy = h
+	return nil
 }
 
 // upstreamError places an [[upstream]] problem at its line and column,
@@ -509,6 +665,9 @@ func configLines(data []byte) Lines {
 			}
 			if n.Kind == unstable.ArrayTable && key == "upstream" {
 				l.Upstreams = append(l.Upstreams, line(n))
+			}
+			if n.Kind == unstable.ArrayTable && key == "integration" {
+				l.Integrations = append(l.Integrations, line(n))
 			}
 		case unstable.KeyValue:
 			if table+"."+key == "files.root" || (table == "" && key == "files.root") {
@@ -591,6 +750,14 @@ var wantValue = map[string]string{
 	"audit_log":                `a string, e.g. audit_log = "~/.local/state/sharedos/audit.jsonl"`,
 	"state_dir":                `a string, e.g. state_dir = "~/.local/state/sharedos"`,
 	"allow_uids":               "an array of uids, e.g. allow_uids = [1000]",
+	"operator_uids":            "an array of uids, e.g. operator_uids = [1001]",
+	"integration":              "tables: [[integration]]",
+	"integration.name":         `a string, e.g. name = "claude-code.explorer"`,
+	"integration.parent":       `a string, e.g. parent = "claude-code"`,
+	"grant.ask":                `"harness" or "operator"`,
+	"grant.ask_ttl":            `a Go duration string, e.g. ask_ttl = "10m"`,
+	"grant.limit":              `a string COUNT/WINDOW, e.g. limit = "100/1h"`,
+	"grant.turn_limit":         "a whole number, e.g. turn_limit = 20",
 	"files":                    "a table: [files]",
 	"files.root":               `a string, e.g. root = "~/work"`,
 	"files.allow_hard_links":   "true or false",

@@ -1,0 +1,504 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharedos/sharedos-mcp/kernel/webclient"
+)
+
+// CodeUpstreamAuthRequired is a remote upstream refusing the kernel's
+// credentials: a 401 or 403 after one refresh of an OAuth token, or at
+// once for a configured header. Not retryable: a person has to log in
+// again or renew the secret.
+const CodeUpstreamAuthRequired = "upstream_auth_required"
+
+// RemoteOptions say how to reach a remote upstream over Streamable HTTP.
+type RemoteOptions struct {
+	// URL is the MCP endpoint: https, or http to a loopback address.
+	URL string
+	// Headers are sent with every request, already expanded: the kernel
+	// replaced their {secret:NAME} before.
+	Headers map[string]string
+	// CAFile holds PEM certificates trusted besides the system roots.
+	CAFile string
+	// Tokens, when set, gives each request's bearer token (auth = "oauth").
+	Tokens webclient.TokenSource
+	// MaxResultBytes is the kernel's bound on a result. An answer whose
+	// body (or, streamed, one of its events) is longer by more than
+	// envelopeSlack is refused while it is read, and the call fails
+	// too_large; 0 is DefaultMaxResultBytes.
+	MaxResultBytes int
+}
+
+// envelopeSlack is what a JSON-RPC answer may hold beyond its result:
+// the envelope and a stream's event fields. A result under the bound but
+// in the slack is still refused too_large, by the size check of call.
+const envelopeSlack = 64 << 10
+
+// maxErrorBody bounds the body of an answer that is not a message (an
+// HTTP error page), which the SDK reads whole.
+const maxErrorBody = 64 << 10
+
+// errAnswerTooLarge is a server's answer over the bound.
+var errAnswerTooLarge = errors.New("the answer is larger than a result may be")
+
+// remoteTransport returns the SDK's Streamable HTTP client transport for
+// o, on a client that holds the kernel's rules (webclient: https only or
+// loopback http, TLS with the CA file, no redirect to another origin,
+// headers and token for that origin only, one refresh on 401) and bounds
+// every answer as it is read.
+func remoteTransport(o RemoteOptions) (*mcp.StreamableClientTransport, error) {
+	u, err := webclient.CheckURL(o.URL)
+	if err != nil {
+		return nil, err
+	}
+	client, err := webclient.New(webclient.Options{CAFile: o.CAFile, Origin: u, Headers: o.Headers, Tokens: o.Tokens})
+	if err != nil {
+		return nil, err
+	}
+	bound := o.MaxResultBytes
+	if bound <= 0 {
+		bound = DefaultMaxResultBytes
+	}
+	bound += envelopeSlack
+	client.Transport = &boundedAnswers{base: client.Transport, max: bound}
+	return &mcp.StreamableClientTransport{
+		Endpoint:   u.String(),
+		HTTPClient: client,
+		// The transport's own bound must be above boundedAnswers', which
+		// fails only the call; the SDK's ends the whole connection.
+		MaxEventSize: 2 * bound,
+	}, nil
+}
+
+// delivery is what became of the POST that carried one call, as the
+// HTTP client saw it. A call's context carries one (withDelivery); the
+// first POST made under it is the call's own (a cancellation sent later
+// under the same context is not).
+type delivery struct {
+	mu          sync.Mutex
+	attempted   bool // the POST was handed to the HTTP client
+	status      int  // its answer's status; 0 when there was none
+	withSession bool // it carried an Mcp-Session-Id
+	tooLarge    bool // its answer was refused for its size
+}
+
+type deliveryKey struct{}
+
+func withDelivery(ctx context.Context) (context.Context, *delivery) {
+	d := &delivery{}
+	return context.WithValue(ctx, deliveryKey{}, d), d
+}
+
+// first marks the call's POST as attempted, and reports whether req is
+// it.
+func (d *delivery) first(req *http.Request) bool {
+	if d == nil || req.Method != http.MethodPost {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.attempted {
+		return false
+	}
+	d.attempted, d.withSession = true, req.Header.Get("Mcp-Session-Id") != ""
+	return true
+}
+
+func (d *delivery) answered(status int) {
+	d.mu.Lock()
+	d.status = status
+	d.mu.Unlock()
+}
+
+func (d *delivery) refusedForSize() {
+	if d != nil {
+		d.mu.Lock()
+		d.tooLarge = true
+		d.mu.Unlock()
+	}
+}
+
+// sessionForgotten reports whether the server never took the call
+// because it no longer knew the session (404 to a request carrying one);
+// only such a call may be sent again.
+func (d *delivery) sessionForgotten() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.attempted && d.withSession && d.status == http.StatusNotFound
+}
+
+func (d *delivery) wasAttempted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.attempted
+}
+
+func (d *delivery) wasTooLarge() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.tooLarge
+}
+
+// boundedAnswers bounds what a server's answers can make the kernel read:
+// a JSON answer is read whole, up to max, before the SDK sees it; a
+// stream's events are each bounded by max; any other body (an error page)
+// is cut at maxErrorBody. It also records the call's delivery.
+type boundedAnswers struct {
+	base http.RoundTripper
+	max  int
+}
+
+func (b *boundedAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	d, _ := req.Context().Value(deliveryKey{}).(*delivery)
+	mine := d.first(req)
+	resp, err := b.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if mine {
+		d.answered(resp.StatusCode)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case mt == "text/event-stream" && resp.StatusCode/100 == 2:
+		resp.Body = &eventBound{r: bufio.NewReader(resp.Body), c: resp.Body, max: b.max, d: d}
+	case mt == "application/json" && resp.StatusCode/100 == 2:
+		// Read here, where an error fails only this request: the SDK
+		// would end the whole connection on a body it could not read.
+		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.max)+1))
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if len(body) > b.max {
+			d.refusedForSize()
+			return nil, errAnswerTooLarge
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+	default:
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(resp.Body, maxErrorBody), resp.Body}
+	}
+	return resp, nil
+}
+
+// eventBound reads a server-sent event stream and fails it, with
+// errAnswerTooLarge, at an event longer than max bytes. The SDK takes a
+// stream that fails this way as ended: the call it answers fails, and the
+// session goes on.
+type eventBound struct {
+	r       *bufio.Reader
+	c       io.Closer
+	max     int
+	inEvent int  // bytes of the event read so far
+	lineEnd bool // the last byte read ended a line
+	cr      bool // the last byte read was CR, whose LF does not end another line
+	d       *delivery
+	err     error
+}
+
+func (e *eventBound) Read(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.r.Read(p)
+	for _, c := range p[:n] {
+		// Lines end in CR, LF or CR LF; a blank line ends the event.
+		switch {
+		case c == '\n' && e.cr:
+			e.cr = false
+		case c == '\r' || c == '\n':
+			if e.lineEnd {
+				e.inEvent, e.lineEnd = 0, false
+			} else {
+				e.lineEnd = true
+				e.inEvent++
+			}
+			e.cr = c == '\r'
+		default:
+			e.lineEnd, e.cr = false, false
+			e.inEvent++
+		}
+		if e.inEvent > e.max {
+			e.d.refusedForSize()
+			e.err = errAnswerTooLarge
+			return 0, e.err
+		}
+	}
+	return n, err
+}
+
+func (e *eventBound) Close() error { return e.c.Close() }
+
+// remoteFailure says what a failed call to a remote upstream is, for the
+// errors call.go does not already tell (cancellation, call_timeout, a
+// JSON-RPC error from the server). Its Message names no URL query,
+// header, token or secret; its Err is the cause with every URL in it cut
+// to what webclient.Display shows.
+func remoteFailure(tool, upstreamName string, err error, d *delivery) *CallError {
+	cause := scrubbedError(err)
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var record tls.RecordHeaderError
+	switch {
+	case errors.Is(err, webclient.ErrAuthRequired):
+		return &CallError{Code: CodeUpstreamAuthRequired, Message: fmt.Sprintf("upstream %s refused the kernel's credentials; a person has to renew them", upstreamName), Err: cause}
+	case errors.Is(err, errAnswerTooLarge) || d != nil && d.wasTooLarge():
+		return &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s answered with more than a result may hold", tool), Err: cause}
+	case errors.Is(err, webclient.ErrRedirect):
+		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s redirected the call to another origin, which is not followed", upstreamName), Retryable: true, Err: cause}
+	case errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &record):
+		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s: its TLS certificate could not be verified", upstreamName), Retryable: true, Err: cause}
+	}
+	return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s could not be reached or did not answer the call", upstreamName), Retryable: true, Err: cause}
+}
+
+// scrubbedError is err's text with every URL in it cut to scheme, host and
+// path: net/http puts the whole URL of a failed request, query included,
+// into its errors.
+func scrubbedError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.New(scrubURLs(err.Error()))
+}
+
+func scrubURLs(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		start := i
+		for start > 0 && isSchemeByte(s[start-1]) {
+			start--
+		}
+		end := i + 3
+		for end < len(s) && !strings.ContainsRune(" \"'<>\t\n", rune(s[end])) {
+			end++
+		}
+		b.WriteString(s[:start])
+		if u, err := url.Parse(s[start:end]); err == nil && u.Host != "" {
+			b.WriteString(webclient.Display(u))
+		} else {
+			b.WriteString(s[start:i] + "://…")
+		}
+		s = s[end:]
+	}
+}
+
+func isSchemeByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
+}
+
+// remoteSession is the MCP session with a remote upstream, which a server
+// that restarted forgets: it answers 404 to the session's requests. The
+// session is then initialized again, once, and the call sent again, but
+// only a call the server never took (404 to its own POST, or never sent
+// because the session was already known gone); a call the server may have
+// acted on is never sent twice. Until session.go holds it, this is where
+// that path lives and is tested.
+type remoteSession struct {
+	// connect starts a new MCP session: the SDK client's Connect on a
+	// new remoteTransport.
+	connect func(ctx context.Context) (*mcp.ClientSession, error)
+	// relist is run on a new session before any call uses it: the
+	// upstream's tools listed again and judged against their pins, so a
+	// definition that changed across the restart is quarantined, not
+	// called. An error fails the re-initialization.
+	relist func(ctx context.Context, cs *mcp.ClientSession) error
+	// timeout bounds a re-initialization: the upstream's startup_timeout.
+	timeout time.Duration
+
+	mu      sync.Mutex
+	live    *liveSession
+	gen     int         // counts sessions; a re-initialization is for one generation
+	pending *reinitCall // the re-initialization under way
+	lost    chan struct{}
+	lostErr error // why the session is lost for good
+}
+
+// liveSession is one MCP session and, once it has ended, why.
+type liveSession struct {
+	cs    *mcp.ClientSession
+	ended chan struct{}
+	why   error // set before ended is closed
+}
+
+func watch(cs *mcp.ClientSession) *liveSession {
+	l := &liveSession{cs: cs, ended: make(chan struct{})}
+	go func() {
+		l.why = cs.Wait()
+		close(l.ended)
+	}()
+	return l
+}
+
+type reinitCall struct {
+	done chan struct{}
+	err  error
+}
+
+// errSessionLost is a remote session that could not be initialized again:
+// the owner ends it (the upstream restarts with backoff).
+var errSessionLost = errors.New("the remote session was lost and could not be initialized again")
+
+func newRemoteSession(cs *mcp.ClientSession, connect func(context.Context) (*mcp.ClientSession, error),
+	relist func(context.Context, *mcp.ClientSession) error, timeout time.Duration) *remoteSession {
+	return &remoteSession{live: watch(cs), connect: connect, relist: relist, timeout: timeout, lost: make(chan struct{})}
+}
+
+// Lost is closed once a re-initialization failed: the session cannot be
+// used any more, and err says why.
+func (r *remoteSession) Lost() (<-chan struct{}, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost, r.lostErr
+}
+
+func (r *remoteSession) current() (*liveSession, int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lostErr != nil {
+		return nil, 0, r.lostErr
+	}
+	return r.live, r.gen, nil
+}
+
+// callTool calls a tool, re-initializing the session once if the server
+// forgot it. stillOffered, when set, is asked after a re-initialization
+// whether the tool's definition is still the one the caller's snapshot
+// published; its error is returned instead of calling.
+func (r *remoteSession) callTool(ctx context.Context, params *mcp.CallToolParams, stillOffered func() error) (*mcp.CallToolResult, *delivery, error) {
+	live, gen, err := r.current()
+	if err != nil {
+		return nil, nil, err
+	}
+	callCtx, d := withDelivery(ctx)
+	res, err := live.cs.CallTool(callCtx, params)
+	if err == nil || ctx.Err() != nil || !forgotten(ctx, live, err, d) {
+		return res, d, err
+	}
+	if err := r.reinitialize(ctx, gen); err != nil {
+		return nil, d, err
+	}
+	if stillOffered != nil {
+		if err := stillOffered(); err != nil {
+			return nil, d, err
+		}
+	}
+	if live, _, err = r.current(); err != nil {
+		return nil, d, err
+	}
+	callCtx, d = withDelivery(ctx)
+	res, err = live.cs.CallTool(callCtx, params)
+	return res, d, err
+}
+
+// forgotten reports whether a call failed because the server no longer
+// knew the session and never took the call: its own POST was answered
+// 404, or it was never sent because the session had already ended on a
+// 404 another request of it got (a concurrent call, the standalone
+// stream).
+func forgotten(ctx context.Context, live *liveSession, err error, d *delivery) bool {
+	if d.wasAttempted() {
+		return d.sessionForgotten()
+	}
+	if !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) {
+		return false
+	}
+	// The session is closing: wait for why.
+	select {
+	case <-live.ended:
+		return errors.Is(live.why, mcp.ErrSessionMissing)
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// reinitialize replaces the session of generation gen with a new one;
+// concurrent callers share one attempt, and a caller whose generation was
+// already replaced uses the new session.
+func (r *remoteSession) reinitialize(ctx context.Context, gen int) error {
+	r.mu.Lock()
+	switch {
+	case r.lostErr != nil:
+		r.mu.Unlock()
+		return r.lostErr
+	case r.gen != gen:
+		r.mu.Unlock()
+		return nil
+	}
+	p := r.pending
+	if p == nil {
+		p = &reinitCall{done: make(chan struct{})}
+		r.pending = p
+		go r.runReinit(p)
+	}
+	r.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *remoteSession) runReinit(p *reinitCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	cs, err := r.connect(ctx)
+	if err == nil && r.relist != nil {
+		if err = r.relist(ctx, cs); err != nil {
+			cs.Close()
+		}
+	}
+	r.mu.Lock()
+	old := r.live
+	if err == nil {
+		r.live = watch(cs)
+		r.gen++
+	} else {
+		r.lostErr = fmt.Errorf("%w: %w", errSessionLost, err)
+		err = r.lostErr
+		close(r.lost)
+	}
+	r.pending = nil
+	p.err = err
+	r.mu.Unlock()
+	close(p.done)
+	if err == nil {
+		// The server forgot it: Close sends no DELETE for a session
+		// known missing.
+		_ = old.cs.Close()
+	}
+}
+
+// Close ends the current session.
+func (r *remoteSession) Close() error {
+	r.mu.Lock()
+	live := r.live
+	r.mu.Unlock()
+	return live.cs.Close()
+}
