@@ -76,3 +76,32 @@ command = ["x"]
 		}
 	}
 }
+
+// TestParseReportsEachProblemOfOneGrant: a grant wrong in its action and
+// its ask says both, and a parent named only by a grant with another
+// problem is not reported missing.
+func TestParseReportsEachProblemOfOneGrant(t *testing.T) {
+	doc := `[[grant]]
+subject = "integration:claude-code"
+resource = "files:/"
+actions = ["raed"]
+ask = "boss"
+
+[[integration]]
+name = "claude-code.explorer"
+parent = "claude-code"
+`
+	_, err := Parse("c.toml", []byte(doc))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Parse = %v, want an *Error", err)
+	}
+	var got []string
+	for _, p := range ce.Problems() {
+		got = append(got, p.Error())
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `c.toml:1: grant #1: action "raed": want one of`) || !strings.HasSuffix(got[0], "; did you mean read?") ||
+		!strings.Contains(got[1], `c.toml:1: grant #1: ask "boss": want "harness"`) {
+		t.Errorf("problems:\n%s\nwant the action, with what it likely means, and the ask", strings.Join(got, "\n"))
+	}
+}
