@@ -41,20 +41,29 @@ func TestHashEmptyCatalogue(t *testing.T) {
 	}
 }
 
-func TestHashVector(t *testing.T) {
+// hashVector is one of the catalogHash vectors shared with the
+// reference implementation.
+type hashVector struct {
+	Name         string          `json:"name"`
+	Catalogue    json.RawMessage `json:"catalogue"`
+	ExpectedHash string          `json:"expectedHash"`
+}
+
+func hashVectors(t *testing.T) []hashVector {
+	t.Helper()
 	data, err := os.ReadFile("../../testdata/catalog-hash-vectors.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vectors []struct {
-		Name         string          `json:"name"`
-		Catalogue    json.RawMessage `json:"catalogue"`
-		ExpectedHash string          `json:"expectedHash"`
-	}
+	var vectors []hashVector
 	if err := json.Unmarshal(data, &vectors); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range vectors {
+	return vectors
+}
+
+func TestHashVector(t *testing.T) {
+	for _, v := range hashVectors(t) {
 		if v.Name != "mixed-realistic-catalogue" {
 			continue
 		}
@@ -116,19 +125,7 @@ func TestHashRefuses(t *testing.T) {
 // definitions they came from, and a document whose tools no longer hash
 // to the catalogHash it states is refused.
 func TestHashReadsThePublishedCatalogue(t *testing.T) {
-	data, err := os.ReadFile("../../testdata/catalog-hash-vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vectors []struct {
-		Name         string          `json:"name"`
-		Catalogue    json.RawMessage `json:"catalogue"`
-		ExpectedHash string          `json:"expectedHash"`
-	}
-	if err := json.Unmarshal(data, &vectors); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range vectors {
+	for _, v := range hashVectors(t) {
 		var raws []json.RawMessage
 		if json.Unmarshal(v.Catalogue, &raws) != nil {
 			continue // a vector of a refused catalogue
