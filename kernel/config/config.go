@@ -17,6 +17,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -36,6 +37,11 @@ type Config struct {
 	// Upstreams are the [[upstream]] servers the kernel brokers, in the
 	// order the file declares them.
 	Upstreams []upstream.Spec
+	// Secrets are the [[secret]] tables, in order: the credentials the
+	// kernel loads at start and on each reload (secret.Load), for the
+	// {secret:NAME} references of the upstreams' env and headers values
+	// (every one of which names one of these).
+	Secrets []secret.Spec
 
 	// AllowHardLinks serves regular files with more than one name; see
 	// Server.AllowHardLinks.
@@ -52,6 +58,7 @@ type Lines struct {
 	Root      int   // [files] root
 	Grants    []int // each [[grant]] header, in order
 	Upstreams []int // each [[upstream]] header, in order
+	Secrets   []int // each [[secret]] header, in order
 }
 
 // GrantLine is the line of grant i's [[grant]] header (0-based i), 0
@@ -145,6 +152,7 @@ type fileConfig struct {
 	} `toml:"files"`
 	Grant    []fileGrant       `toml:"grant"`
 	Upstream []upstream.Config `toml:"upstream"`
+	Secret   []secret.Config   `toml:"secret"`
 }
 
 type fileGrant struct {
@@ -293,6 +301,9 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 				return Config{}, upstreamError(name, data, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "cwd", Err: err})
 			}
 			fc.Upstream[i].Cwd = cwd
+			if fc.Upstream[i].CAFile, err = expandHome(fc.Upstream[i].CAFile); err != nil {
+				return Config{}, upstreamError(name, data, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "ca_file", Err: err})
+			}
 		}
 	}
 	specs, err := upstream.Parse(fc.Upstream, base)
@@ -305,6 +316,9 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 	}
 	if len(specs) > 0 {
 		c.Upstreams = specs
+	}
+	if c.Secrets, err = parseSecrets(name, data, base, c.Lines, fc.Secret, specs); err != nil {
+		return Config{}, err
 	}
 	namespaces := c.Namespaces()
 	for i, g := range fc.Grant {
@@ -373,6 +387,9 @@ func configLines(data []byte) Lines {
 			}
 			if n.Kind == unstable.ArrayTable && key == "upstream" {
 				l.Upstreams = append(l.Upstreams, line(n))
+			}
+			if n.Kind == unstable.ArrayTable && key == "secret" {
+				l.Secrets = append(l.Secrets, line(n))
 			}
 		case unstable.KeyValue:
 			if table+"."+key == "files.root" || (table == "" && key == "files.root") {
@@ -444,6 +461,18 @@ var wantValue = map[string]string{
 	"upstream.cwd":             `a string, e.g. cwd = "~/work"`,
 	"upstream.startup_timeout": `a Go duration string, e.g. startup_timeout = "30s"`,
 	"upstream.call_timeout":    `a Go duration string, e.g. call_timeout = "90s"`,
+	"upstream.url":             `a string, e.g. url = "https://api.githubcopilot.com/mcp/"`,
+	"upstream.headers":         `a table of strings, e.g. headers = { Authorization = "Bearer {secret:github-token}" }`,
+	"upstream.ca_file":         `a string, e.g. ca_file = "~/.config/sharedos/company-ca.pem"`,
+	"upstream.auth":            `"oauth", or leave it out`,
+	"upstream.client_id":       `a string, e.g. client_id = "sharedos-mcp"`,
+	"upstream.client_secret":   `a reference to a [[secret]], e.g. client_secret = "{secret:github-client}"`,
+	"upstream.scopes":          `an array of strings, e.g. scopes = ["repo", "read:org"]`,
+	"secret":                   "tables: [[secret]]",
+	"secret.name":              `a string, e.g. name = "github-token"`,
+	"secret.file":              `a string, e.g. file = "~/.config/sharedos/secrets/github"`,
+	"secret.command":           `an array of strings, e.g. command = ["pass", "show", "github"]`,
+	"secret.env":               `a string, e.g. env = "GITHUB_TOKEN"`,
 	"upstream.tool":            "tables: [[upstream.tool]]",
 	"upstream.tool.name":       `a string, e.g. name = "read_graph"`,
 	"upstream.tool.action":     `one of "read", "list", "search", "write", "call"`,
