@@ -173,7 +173,7 @@ func TestA401StormIsOneRefreshThenAuthRequired(t *testing.T) {
 	tokens := &countingTokens{token: "first-token-0123456789"}
 	cs := mustConnect(t, RemoteOptions{URL: srv.URL, Tokens: tokens})
 	srv.RefuseAll(true)
-	_, d, err := newRemoteSession(cs, nil, nil, time.Second).callTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}, nil)
+	_, d, err := wrapRemote(t, cs, RemoteOptions{URL: srv.URL, Tokens: tokens}).callTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}, nil)
 	ce := remoteFailure("x.echo", "x", err, d)
 	if ce.Code != CodeUpstreamAuthRequired || ce.Retryable {
 		t.Fatalf("failure = %+v (%v)", ce, err)
@@ -201,7 +201,7 @@ func TestAnAnswerOverTheBoundFailsItsCallOnly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{JSONResponse: jsonResponse})
 			cs := mustConnect(t, RemoteOptions{URL: srv.URL, MaxResultBytes: 1000})
-			r := newRemoteSession(cs, nil, nil, time.Second)
+			r := wrapRemote(t, cs, RemoteOptions{URL: srv.URL, MaxResultBytes: 1000})
 			_, d, err := r.callTool(t.Context(), &mcp.CallToolParams{Name: "huge", Arguments: map[string]any{"bytes": 200 << 10}}, nil)
 			if err == nil {
 				t.Fatal("a 200 KiB answer was read whole")
@@ -239,6 +239,14 @@ func TestTheSDKEndsASessionTheServerForgot(t *testing.T) {
 	if n := srv.Statuses(http.StatusNotFound); n < 1 {
 		t.Errorf("%d answers 404", n)
 	}
+}
+
+// wrapRemote makes cs a remoteSession that reconnects with o, closed
+// before cs when the test ends.
+func wrapRemote(t *testing.T, cs *mcp.ClientSession, o RemoteOptions) *remoteSession {
+	r := newRemoteSession(cs, dialer(o), nil, 10*time.Second)
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 // newTestRemoteSession connects to srv and wraps the session as session.go
