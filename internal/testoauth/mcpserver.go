@@ -88,6 +88,9 @@ func NewMCPServer(t testing.TB, opts MCPOptions) *MCPServer {
 		}, nil)(mcpHandler)
 	}
 	mux.Handle("/mcp", s.misbehave(mcpHandler))
+	// The same endpoint under another path, for a redirect within the
+	// origin (RedirectTo(URL + "/moved")).
+	mux.Handle("/mcp/moved", mcpHandler)
 	s.srv = start(t, opts.CA, mux)
 	s.URL = s.srv.URL + "/mcp"
 	return s

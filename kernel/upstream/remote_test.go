@@ -336,6 +336,56 @@ func TestAServerThatRestartedIsInitializedAgainOnceItsStreamLearnsIt(t *testing.
 	}
 }
 
+func TestAForgottenSessionBehindARedirectWithinTheOriginIsInitializedAgain(t *testing.T) {
+	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
+	var relisted atomic.Int64
+	r := newTestRemoteSession(t, RemoteOptions{URL: srv.URL}, &relisted)
+	if _, _, err := callEcho(t.Context(), r, "before", nil); err != nil {
+		t.Fatal(err)
+	}
+	// The server moved its endpoint and forgot its sessions: the call's
+	// POST is redirected (307, same origin) and the POST that follows is
+	// answered 404. That answer, not the redirect's, says the server never
+	// took the call.
+	srv.RedirectTo(srv.URL + "/moved")
+	srv.Forget()
+	if got, _, err := callEcho(t.Context(), r, "after", nil); err != nil || got != "after" {
+		t.Fatalf("echo after the move = %q, %v", got, err)
+	}
+	if got := srv.Calls("echo"); got != 2 {
+		t.Errorf("the server ran echo %d times, want 2", got)
+	}
+}
+
+func TestASessionThatKeepsEndingIsLost(t *testing.T) {
+	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
+	var relisted atomic.Int64
+	r := newTestRemoteSession(t, RemoteOptions{URL: srv.URL}, &relisted)
+	reinitialized := make(chan error, 4)
+	r.mu.Lock()
+	r.reinitialized = func(why error) { reinitialized <- why }
+	r.mu.Unlock()
+	// Idle, its stream broken by a restart: initialized again at once,
+	// before any call asks.
+	srv.Restart()
+	if why := <-reinitialized; !errors.Is(why, mcp.ErrSessionMissing) {
+		t.Errorf("the session ended with %v", why)
+	}
+	if relisted.Load() != 1 || srv.Initializes() != 2 {
+		t.Errorf("relisted %d times, %d initializations", relisted.Load(), srv.Initializes())
+	}
+	// Again within reinitWindow: lost, for the upstream's backoff.
+	srv.Restart()
+	lost, _ := r.Lost()
+	<-lost
+	if _, why := r.Lost(); !errors.Is(why, errSessionLost) || !strings.Contains(why.Error(), "ended again") {
+		t.Errorf("lost with %v", why)
+	}
+	if srv.Initializes() != 2 {
+		t.Errorf("%d initializations, want no third", srv.Initializes())
+	}
+}
+
 func TestACallTheServerMayHaveTakenIsNeverSentAgain(t *testing.T) {
 	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
 	var relisted atomic.Int64
