@@ -70,6 +70,9 @@ func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 type LogOptions struct {
 	Level string // zerolog level name; "" means info
 	File  string // "" means stderr
+	// Filter, when set, wraps the log's writer: the kernel runs its log
+	// through its secret redactor. It is given whole lines.
+	Filter func(io.Writer) io.Writer
 }
 
 // NewLogger returns a logger writing JSON lines to opts.File (created 0600)
@@ -90,6 +93,9 @@ func NewLogger(opts LogOptions, stderr io.Writer) (zerolog.Logger, func() error,
 			return zerolog.Nop(), nil, Hintf(fmt.Errorf("open log file: %w", err), "pick a --log-file in a directory you can write")
 		}
 		w, closeFn = f, f.Close
+	}
+	if opts.Filter != nil {
+		w = opts.Filter(w)
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), closeFn, nil
 }

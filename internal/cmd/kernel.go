@@ -27,6 +27,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -44,9 +45,13 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			return runKernelService(stdio, args[1:])
 		case "approve":
 			return runKernelApprove(stdio, args[1:])
+		case "login":
+			return runKernelLogin(ctx, stdio, args[1:])
+		case "logout":
+			return runKernelLogout(stdio, args[1:])
 		}
 	}
-	fs := newFlagSet(stdio, "kernel", "[check|init|approve|service] [flags]",
+	fs := newFlagSet(stdio, "kernel", "[check|init|approve|login|logout|service] [flags]",
 		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\n"+
 			"confined to a root directory and brokers the stdio MCP servers its config names ([[upstream]]),\n"+
 			"authorizes every call against the grants in its config, and appends every turn and call to an\n"+
@@ -56,8 +61,11 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			"  kernel check [--config FILE]   validate a config and show what it allows, without starting\n"+
 			"  kernel init [--config FILE] [--root DIR]   write a commented starter config\n"+
 			"  kernel approve UPSTREAM [TOOL] [--config FILE]   pin a brokered tool's changed definition\n"+
+			"  kernel login UPSTREAM [--config FILE]   sign in to a remote upstream with auth = \"oauth\"\n"+
+			"  kernel logout UPSTREAM [--config FILE]   forget its tokens\n"+
 			"  kernel service install|uninstall|status   run the kernel as a service of this user\n\n"+
-			"SIGHUP reloads the config: new grants, allow_uids and allow_hard_links take effect at once,\n"+
+			"SIGHUP reloads the config and reads its secrets again (an upstream whose secret changed is\n"+
+			"restarted; a secret that does not load refuses the reload): new grants, allow_uids and allow_hard_links take effect at once,\n"+
 			"in open turns too, and new turns see the [[upstream]] servers as now configured (added ones\n"+
 			"started, removed ones stopped, changed ones restarted); a config that does not load is refused\n"+
 			"and the old one kept. The socket, the audit log, the files root and state_dir change only with\n"+
@@ -73,7 +81,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("the kernel's subcommands are check, init, approve and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the kernel's subcommands are check, init, approve, login, logout and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg, err := loadKernelConfig(*configFile, *root)
@@ -100,6 +108,11 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return cli.Hintf(fmt.Errorf("state directory: %w", err), "set state_dir in the config")
 	}
 
+	secrets, redactor, err := loadSecrets(ctx, cfg, *configFile)
+	if err != nil {
+		return err
+	}
+	logOpts.Filter = redactor.Writer
 	log, closeLog, err := cli.NewLogger(logOpts, stdio.Err)
 	if err != nil {
 		return err
@@ -124,6 +137,8 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		Audit:          auditLog,
 		Log:            log,
 		Version:        buildStamp().version,
+		Secrets:        secrets,
+		Redactor:       redactor,
 	}
 	// The kernel's memory is bounded by its own limits (calls running,
 	// long lines held); a soft limit makes the collector give memory
@@ -142,7 +157,8 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	sum := summarize(cfg)
 	printAllowances(stdio.Err, cfg, sum)
-	printUpstreams(stdio.Err, sum, stateDir)
+	printUpstreams(stdio.Err, cfg, sum, stateDir)
+	printSecrets(stdio.Err, cfg)
 	for _, f := range sum.Problems {
 		cli.Warn(stdio.Err, prog, f.String(), "")
 	}
@@ -199,6 +215,15 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 			}
 			next.Socket = cmp.Or(socketFlag, next.Socket)
 			next.AuditLog = cmp.Or(auditFlag, next.AuditLog)
+			// A command secret is run again here, once, not per call.
+			set, err := secret.Load(ctx, next.Secrets, secret.Options{})
+			if err != nil {
+				err = secretsError(err)
+				log.Error().Err(err).Msg("config reload refused: its secrets did not all load; the running config and secrets are kept")
+				cli.Warn(stdio.Err, prog, "reload refused, the running config and secrets are kept: "+err.Error(), "")
+				continue
+			}
+			srv.SetSecrets(set)
 			r, err := srv.Reload(next)
 			if err != nil {
 				cli.Warn(stdio.Err, prog, "reload: "+err.Error(), "")
@@ -285,16 +310,25 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 		}
 	}
 	printAllowances(stdio.Out, cfg, sum)
-	printUpstreams(stdio.Out, sum, stateDir)
+	printUpstreams(stdio.Out, cfg, sum, stateDir)
+	printSecrets(stdio.Out, cfg)
 	for _, f := range sum.Problems {
 		fmt.Fprintf(stdio.Out, "problem %s\n", f)
+	}
+	secretFaults := secretProblems(cfg)
+	for _, p := range secretFaults {
+		fmt.Fprintf(stdio.Out, "problem %s\n", p)
 	}
 	for _, f := range sum.Warnings {
 		fmt.Fprintf(stdio.Out, "warning %s\n", f)
 	}
-	if n := len(sum.Problems); n > 0 {
+	if n := len(sum.Problems) + len(secretFaults); n > 0 {
+		what := "grant"
+		if len(secretFaults) > 0 {
+			what = "problem"
+		}
 		return cli.Hintf(fmt.Errorf("kernel check: %d problem(s) in %s", n, cfg.File),
-			"fix each grant named above, then run '%s kernel check%s' again", prog, configArg(*configFile))
+			"fix each %s named above, then run '%s kernel check%s' again", what, prog, configArg(*configFile))
 	}
 	return nil
 }
@@ -461,13 +495,13 @@ func printAllowances(w io.Writer, cfg config.Config, sum config.Summary) {
 }
 
 // printUpstreams lists the brokered servers and their configured tools.
-func printUpstreams(w io.Writer, sum config.Summary, stateDir string) {
+func printUpstreams(w io.Writer, cfg config.Config, sum config.Summary, stateDir string) {
 	if len(sum.Upstreams) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "upstreams (pins and status in %s; '%s doctor' shows each one's state and tools once it runs):\n", stateDir, prog)
 	for _, u := range sum.Upstreams {
-		fmt.Fprintf(w, "  %s: %s\n", u.Name, shellWords(u.Command))
+		fmt.Fprintf(w, "  %s: %s\n", u.Name, upstreamLine(cfg, u.Name, u.Command))
 		for _, t := range u.Tools {
 			fmt.Fprintf(w, "    %s: %s on %s\n", t.Name, t.Action, t.Resource)
 		}
