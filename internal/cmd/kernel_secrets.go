@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -105,7 +106,7 @@ func upstreamLine(cfg config.Config, name string, command []string) string {
 	if refs := refsOf(sp, "headers"); refs != "" {
 		how = append(how, "headers "+refs)
 	} else if len(r.Headers) > 0 {
-		how = append(how, "headers "+strings.Join(sortedNames(r.Headers), ", "))
+		how = append(how, "headers "+strings.Join(slices.Sorted(maps.Keys(r.Headers)), ", "))
 	}
 	if r.CAFile != "" {
 		how = append(how, "ca_file "+r.CAFile)
@@ -122,13 +123,4 @@ func refsOf(sp upstream.Spec, key string) string {
 		}
 	}
 	return strings.Join(names, ", ")
-}
-
-func sortedNames(m map[string]string) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return names
 }

@@ -89,15 +89,7 @@ resource = "/repos/{owner}/{repo}"
 	if r, err := f.m.Call(t.Context(), repo, forward(t, repo, `{"owner":"sharedos","repo":"mcp"}`), nil); err != nil || text(t, r) != "sharedos/mcp" {
 		t.Errorf("get_repo: %v, %v", r, err)
 	}
-	pinned := 0
-	for _, e := range f.events.all() {
-		if e.Kind == upstream.EventToolPinned {
-			pinned++
-		}
-	}
-	if pinned != len(snap.Tools) {
-		t.Errorf("%d tools pinned, %d published", pinned, len(snap.Tools))
-	}
+	f.allPinned(snap)
 
 	// A server quoting the credential back, in a result and in an error:
 	// what reaches the kernel holds the secret's name, not its value.
