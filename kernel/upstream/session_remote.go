@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -85,15 +86,20 @@ func (s *session) relist(ctx context.Context, cs *mcp.ClientSession) error {
 }
 
 // remoteStartFailure says why a remote upstream did not start: the
-// startup timeout when it passed, else the error with every URL in it
-// cut to what webclient.Display shows. Refused credentials are noted for
-// the upstream's status.
+// startup timeout when it passed, else what went wrong with the HTTP
+// request (the SDK's and net/http's wrappings dropped), with every URL in
+// it cut to what webclient.Display shows. Refused credentials are noted
+// for the upstream's status.
 func (u *upstream) remoteStartFailure(ctx context.Context, step string, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("%s: no answer within startup_timeout (%v)", step, u.spec.StartupTimeout)
 	}
 	if errors.Is(err, webclient.ErrAuthRequired) {
 		u.setAuthRefused(authRefusal(err))
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
 	}
 	return fmt.Errorf("%s: %w", step, scrubbedError(err))
 }

@@ -142,7 +142,12 @@ func (u *upstream) set(change func(*Status)) {
 			ev = ev.Strs("lastStderr", st.Stderr)
 		}
 	case StateReady:
-		ev = ev.Int("pid", st.PID).Str("server", st.Server)
+		if st.URL != "" {
+			ev = ev.Str("url", st.URL)
+		} else {
+			ev = ev.Int("pid", st.PID)
+		}
+		ev = ev.Str("server", st.Server)
 	}
 	ev.Str("state", string(st.State)).Msg("upstream " + string(st.State))
 	u.m.emit(Event{Kind: EventState, Upstream: u.spec.Name, Status: &st})
