@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -172,4 +173,37 @@ func (u *upstream) authStatus() *AuthStatus {
 		return &AuthStatus{Method: AuthMethodNone, Required: refused}
 	}
 	return &AuthStatus{Method: AuthMethodHeaders, Required: refused}
+}
+
+// loginPoll is how often an upstream waiting to start again looks for a
+// new login: one stat of its token file.
+const loginPoll = time.Second
+
+// waitRetry waits d before the upstream is started again, or until ctx
+// ends (it then reports false). An upstream with auth = "oauth" is
+// started again as soon as its token file changes (kernel login wrote
+// it), not at the end of a backoff that may be 30 s long.
+func (u *upstream) waitRetry(ctx context.Context, d time.Duration) bool {
+	if u.spec.Remote == nil || u.spec.Remote.Auth != AuthOAuth {
+		return sleep(ctx, d)
+	}
+	store := oauth.NewStore(u.m.opts.StateDir)
+	before, _ := store.Stat(u.spec.Name)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	tick := time.NewTicker(loginPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+			now, _ := store.Stat(u.spec.Name)
+			if !sameFile(before, now) {
+				return true
+			}
+		}
+	}
 }

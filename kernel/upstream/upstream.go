@@ -80,7 +80,7 @@ func (u *upstream) run(ctx context.Context) {
 				return
 			}
 			u.set(func(st *Status) { st.State, st.Reason, st.Retry = StateFailed, err.Error(), time.Now().Add(delay) })
-			if !sleep(ctx, delay) {
+			if !u.waitRetry(ctx, delay) {
 				u.set(func(st *Status) { st.State, st.Reason, st.Retry = StateStopped, "", time.Time{} })
 				return
 			}

@@ -221,7 +221,12 @@ func TestAnOAuthUpstreamWaitsForItsLogin(t *testing.T) {
 	s := remoteSpec(t, "linear", srv.URL, `auth = "oauth"
 ca_file = "`+caFile+`"`)
 	red := secret.NewRedactor()
-	f := newFixture(t, dir, []upstream.Spec{s}, func(o *upstream.Options) { o.Redactor = red })
+	// A backoff far longer than the test: the upstream starts once the
+	// login is made, not when the backoff ends.
+	f := newFixture(t, dir, []upstream.Spec{s}, func(o *upstream.Options) {
+		o.Redactor = red
+		o.Backoff = upstream.Backoff{Initial: time.Hour, Max: time.Hour}
+	})
 	f.events.waitFrom(t, 0, "linear failed", func(e upstream.Event) bool {
 		return e.Kind == upstream.EventState && e.Status.State == upstream.StateFailed
 	})
