@@ -267,7 +267,7 @@ func remoteFailure(tool, upstreamName string, err error, d *delivery) *CallError
 	var record tls.RecordHeaderError
 	switch {
 	case errors.Is(err, webclient.ErrAuthRequired):
-		return &CallError{Code: CodeUpstreamAuthRequired, Message: fmt.Sprintf("upstream %s refused the kernel's credentials; a person has to renew them", upstreamName), Err: cause}
+		return &CallError{Code: CodeUpstreamAuthRequired, Message: fmt.Sprintf("upstream %s needs a person to renew the kernel's credentials for it: they are missing, or the server refused them", upstreamName), Err: cause}
 	case errors.Is(err, errAnswerTooLarge) || d != nil && d.wasTooLarge():
 		return &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s answered with more than a result may hold", tool), Err: cause}
 	case errors.Is(err, webclient.ErrRedirect):
