@@ -29,6 +29,8 @@ func authText(a *status.Auth) string {
 	switch {
 	case a.Method != upstream.AuthMethodOAuth:
 		return "auth: " + a.Method
+	case !a.LoggedIn:
+		return "auth: oauth, not logged in"
 	case a.Expiry.IsZero():
 		return "auth: oauth, logged in"
 	case a.CanRefresh:
@@ -73,7 +75,7 @@ func (d *doctor) logins(u *Upstreams, covered []string) {
 		}
 		st := oauth.NewSource(oauth.SourceOptions{Store: oauth.NewStore(u.StateDir), Upstream: name}).Status()
 		if st.AuthRequired == "" {
-			d.ok("upstream %s: logged in (%s)", name, authText(&status.Auth{Method: upstream.AuthMethodOAuth, Expiry: st.Expiry, CanRefresh: st.CanRefresh}))
+			d.ok("upstream %s: logged in (%s)", name, authText(&status.Auth{Method: upstream.AuthMethodOAuth, LoggedIn: true, Expiry: st.Expiry, CanRefresh: st.CanRefresh}))
 			continue
 		}
 		d.problem(fmt.Sprintf("upstream %s: %s", name, st.AuthRequired), AuthFix(name, upstream.AuthMethodOAuth, u.ConfigArg))

@@ -82,8 +82,10 @@ func (d *doctor) upstreams(u *Upstreams) {
 func (d *doctor) upstreamState(st status.Upstream, as string, u *Upstreams) {
 	switch upstream.State(st.State) {
 	case upstream.StateReady:
+		if d.authRequired(st, as, u) {
+			break
+		}
 		d.ok("upstream %s: ready (%s, %s): %d tools can be published (the grants say to whom), %d are withheld (%s)", st.Name, cmpOr(st.Server, "server unnamed"), where(st), len(st.Published), len(st.Withheld), as)
-		d.authRequired(st, as, u)
 	case upstream.StateStarting:
 		d.skip("upstream %s: starting (%s)", st.Name, as)
 	case upstream.StateStopped:
