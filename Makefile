@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help build install test lint fuzz bench bench-relay bench-remote demo snapshot golden conformance conformance-mcp
+.PHONY: help build install test test-short lint fuzz bench bench-relay bench-remote demo snapshot golden conformance conformance-mcp
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -24,22 +24,11 @@ install: ## go install with the same flags as build, into $(go env GOBIN), else 
 	case ":$$PATH:" in *":$$bin:"*) ;; \
 	*) echo "note: $$bin is not on PATH; add it (export PATH=\"$$bin:\$$PATH\") to run $(BINARY) by name" ;; esac
 
-# The packages that write and read JSON strings have an assembly path on
-# amd64 (docs/adr/0027); the purego tag tests the portable one, which
-# every other platform runs.
-PUREGO_PKGS := ./internal/jsonlex ./internal/jsonrpc ./hashing
+test: ## the whole suite with the race detector, as CI runs it; ends with one line: all packages passed, or which failed
+	@bash scripts/test.sh -race -count=1
 
-# The real Claude Code tests skip themselves without the claude CLI; a
-# skip nobody sees reads as coverage, so it is said at the end.
-CLAUDE_NOTE := note: claude is not on PATH, so the real Claude Code tests were skipped \
-	(internal/e2e TestClaudeCodeConnectsThroughTheInstalledEntry, conformance); \
-	.ci/run installs it: npm install -g @anthropic-ai/claude-code@$$(sed -n 's/^claude_code=//p' .ci/run)
-
-test: ## run the tests with the race detector (what CI runs), and the string code again without its assembly; says so when the Claude Code tests were skipped
-	@echo 'go test -race -count=1 ./...'; go test -race -count=1 ./...; status=$$?; \
-	echo 'go test -race -count=1 -tags purego $(PUREGO_PKGS)'; go test -race -count=1 -tags purego $(PUREGO_PKGS) || status=1; \
-	command -v claude >/dev/null 2>&1 || echo "$(CLAUDE_NOTE)"; \
-	exit $$status
+test-short: ## the fast inner loop: -short, no race detector, no npm; under a minute with a warm cache
+	@bash scripts/test.sh -short -count=1
 
 lint: ## gofmt, go vet and staticcheck
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
@@ -61,7 +50,7 @@ bench-relay: ## measure serve against its floors (echo, direct, a minimal relay)
 bench-remote: ## measure a brokered remote call against a direct one and ToolHive's thv proxy (THV=path/to/thv, optional); rewrites its section of BENCHMARKS.md (manual, never in CI)
 	go run ./bench/cmd/benchremote -thv "$(THV)" -update BENCHMARKS.md
 
-demo: ## build, start the reference kernel on its embedded default, run a scripted session through the shim
+demo: ## build; show what the example grants allow (kernel check); run the kernel under them on a copy of the demo tree, a scripted Claude Code session through serve, then its audit record and audit verify
 	go run ./scripts/demo
 
 snapshot: ## build the release archives into dist/ without publishing

@@ -12,17 +12,20 @@ import (
 )
 
 // codexFormat is Codex's config.toml. Our entry is the table
-// [mcp_servers.sharedos]; it is replaced, appended or cut as a block of
-// lines so the rest of the file — comments included — stays as it was.
+// [mcp_servers.sharedos] (a further one [mcp_servers.sharedos-NAME]); it
+// is replaced, appended or cut as a block of lines so the rest of the
+// file — comments included — stays as it was.
 // go-toml parses the file before and after the edit: before to refuse a
 // broken file, after to prove the edit produced the entry it meant to.
 type codexFormat struct{}
 
-var codexKey = []string{"mcp_servers", ServerName}
+// codexKey is the table of the entry named name. Entry names are bare
+// TOML keys (EntryName).
+func codexKey(name string) []string { return []string{"mcp_servers", name} }
 
-func codexBlock(e Entry) string {
+func codexBlock(name string, e Entry) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[mcp_servers.%s]\n", ServerName)
+	fmt.Fprintf(&b, "[mcp_servers.%s]\n", name)
 	fmt.Fprintf(&b, "command = %s\n", tomlString(e.Command))
 	args := make([]string, len(e.Args))
 	for i, a := range e.Args {
@@ -165,14 +168,14 @@ func isTable(x tomlExpr, key []string) bool {
 	return x.kind == exprTable && slices.Equal(x.key, key)
 }
 
-func codexCommand(m map[string]any) (found bool, command string) {
-	found, e := codexEntry(m)
+func codexCommand(m map[string]any, name string) (found bool, command string) {
+	found, e := codexEntry(m, name)
 	return found, e.Command
 }
 
-func codexEntry(m map[string]any) (found bool, e Entry) {
+func codexEntry(m map[string]any, name string) (found bool, e Entry) {
 	servers, _ := m["mcp_servers"].(map[string]any)
-	entry, ok := servers[ServerName]
+	entry, ok := servers[name]
 	if !ok {
 		return false, Entry{}
 	}
@@ -187,7 +190,8 @@ func codexEntry(m map[string]any) (found bool, e Entry) {
 	return true, e
 }
 
-func (codexFormat) merge(src []byte, e Entry) ([]byte, error) {
+func (codexFormat) merge(src []byte, name string, e Entry) ([]byte, error) {
+	key := codexKey(name)
 	m, err := tomlDecode(src)
 	if err != nil {
 		return nil, err
@@ -196,17 +200,17 @@ func (codexFormat) merge(src []byte, e Entry) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	block := codexBlock(e)
+	block := codexBlock(name, e)
 	var out []byte
-	if i := slices.IndexFunc(exprs, func(x tomlExpr) bool { return isTable(x, codexKey) }); i >= 0 {
+	if i := slices.IndexFunc(exprs, func(x tomlExpr) bool { return isTable(x, key) }); i >= 0 {
 		start, end := tableBlock(exprs, i)
 		if end == len(src) && !bytes.HasSuffix(src, []byte("\n")) {
 			block = strings.TrimSuffix(block, "\n")
 		}
 		out = splice(src, start, end, block)
 	} else {
-		if found, _ := codexCommand(m); found {
-			return nil, fmt.Errorf("mcp_servers.%s is defined outside a [mcp_servers.%s] table: %w", ServerName, ServerName, ErrUnsupportedLayout)
+		if found, _ := codexCommand(m, name); found {
+			return nil, fmt.Errorf("mcp_servers.%s is defined outside a [mcp_servers.%s] table: %w", name, name, ErrUnsupportedLayout)
 		}
 		out = append([]byte{}, src...)
 		if len(bytes.TrimSpace(out)) > 0 {
@@ -221,7 +225,7 @@ func (codexFormat) merge(src []byte, e Entry) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the edit would not parse (%v): %w", err, ErrUnsupportedLayout)
 	}
-	if _, cmd := codexCommand(after); cmd != e.Command {
+	if _, cmd := codexCommand(after, name); cmd != e.Command {
 		return nil, fmt.Errorf("the edit does not read back: %w", ErrUnsupportedLayout)
 	}
 	return out, nil
@@ -230,7 +234,8 @@ func (codexFormat) merge(src []byte, e Entry) ([]byte, error) {
 // remove cuts [mcp_servers.sharedos] and its sub-tables
 // ([mcp_servers.sharedos.env], …): they only mean something as part of
 // our entry. The blank line install put before the table goes too.
-func (codexFormat) remove(src []byte) ([]byte, error) {
+func (codexFormat) remove(src []byte, name string) ([]byte, error) {
+	key := codexKey(name)
 	m, err := tomlDecode(src)
 	if err != nil {
 		return nil, err
@@ -244,7 +249,7 @@ func (codexFormat) remove(src []byte) ([]byte, error) {
 	// From the last table up, so earlier offsets stay valid.
 	for i := len(exprs) - 1; i >= 0; i-- {
 		x := exprs[i]
-		if x.kind == exprKeyValue || len(x.key) < len(codexKey) || !slices.Equal(x.key[:len(codexKey)], codexKey) {
+		if x.kind == exprKeyValue || len(x.key) < len(key) || !slices.Equal(x.key[:len(key)], key) {
 			continue
 		}
 		start, end := tableBlock(exprs, i)
@@ -252,10 +257,10 @@ func (codexFormat) remove(src []byte) ([]byte, error) {
 			start--
 		}
 		out = splice(out, start, end, "")
-		found = found || isTable(x, codexKey)
+		found = found || isTable(x, key)
 	}
-	if f, _ := codexCommand(m); f && !found {
-		return nil, fmt.Errorf("mcp_servers.%s is defined outside a [mcp_servers.%s] table: %w", ServerName, ServerName, ErrUnsupportedLayout)
+	if f, _ := codexCommand(m, name); f && !found {
+		return nil, fmt.Errorf("mcp_servers.%s is defined outside a [mcp_servers.%s] table: %w", name, name, ErrUnsupportedLayout)
 	}
 	if _, err := tomlDecode(out); err != nil {
 		return nil, fmt.Errorf("the edit would not parse (%v): %w", err, ErrUnsupportedLayout)
@@ -263,11 +268,27 @@ func (codexFormat) remove(src []byte) ([]byte, error) {
 	return out, nil
 }
 
-func (codexFormat) inspect(src []byte) (bool, Entry, error) {
+func (codexFormat) inspect(src []byte, name string) (bool, Entry, error) {
 	m, err := tomlDecode(src)
 	if err != nil {
 		return false, Entry{}, err
 	}
-	found, e := codexEntry(m)
+	found, e := codexEntry(m, name)
 	return found, e, nil
+}
+
+func (codexFormat) names(src []byte) ([]string, error) {
+	m, err := tomlDecode(src)
+	if err != nil {
+		return nil, err
+	}
+	servers, _ := m["mcp_servers"].(map[string]any)
+	var out []string
+	for name := range servers {
+		if isOurs(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

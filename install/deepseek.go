@@ -11,7 +11,8 @@ import (
 
 // deepseekFormat is DeepSeek Harness's cordis.patch.yml: a YAML sequence
 // of patch rows. Ours is an `- insert:` row whose list holds one entry,
-// the @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos — never a
+// the @deepseek-ai/dsh-mcp-client plugin with id mcp-sharedos (a further
+// entry's, mcp-sharedos-NAME) — never a
 // bare `- id:` row, which would patch an existing plugin instead of
 // adding one. The harness spreads an insert's value into its plugin list,
 // so it must be a list: a mapping there stops it at start-up (seen with
@@ -23,22 +24,22 @@ import (
 // meant).
 type deepseekFormat struct{}
 
-const (
-	deepseekID     = "mcp-sharedos"
-	deepseekPlugin = "@deepseek-ai/dsh-mcp-client"
-)
+const deepseekPlugin = "@deepseek-ai/dsh-mcp-client"
 
-func deepseekRow(e Entry, indent string) string {
+// deepseekID is the plugin id of the entry named name.
+func deepseekID(name string) string { return "mcp-" + name }
+
+func deepseekRow(name string, e Entry, indent string) string {
 	args := make([]string, len(e.Args))
 	for i, a := range e.Args {
 		args[i] = yamlString(a)
 	}
 	lines := []string{
 		"- insert:",
-		"    - id: " + deepseekID,
+		"    - id: " + deepseekID(name),
 		"      name: '" + deepseekPlugin + "'",
 		"      config:",
-		"        serverName: " + ServerName,
+		"        serverName: " + name,
 		"        transport: stdio",
 		"        command: " + yamlString(e.Command),
 		"        args: [" + strings.Join(args, ", ") + "]",
@@ -117,38 +118,48 @@ func yamlGet(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// ourRow returns the index of our insert row, or -1.
-func ourRow(items []*yaml.Node) int {
+// ourRow returns the index of the insert row of the entry named name,
+// or -1.
+func ourRow(items []*yaml.Node, name string) int {
 	for i, it := range items {
-		if ourEntry(it) != nil {
+		if ourEntry(it, name) != nil {
 			return i
 		}
 	}
 	return -1
 }
 
-// ourEntry returns the plugin entry with our id that row inserts: the one
-// item of its insert list, or, in the shape earlier releases wrote, the
-// insert mapping itself; nil when row is not ours. An insert list that
+// insertedEntry returns the one plugin entry row inserts: the one item
+// of its insert list, or, in the shape earlier releases wrote, the insert
+// mapping itself, and its id ("" when it has none). An insert list that
 // holds other entries too is the user's, and not ours to replace.
-func ourEntry(row *yaml.Node) *yaml.Node {
+func insertedEntry(row *yaml.Node) (*yaml.Node, string) {
 	entry := yamlGet(row, "insert")
 	if entry != nil && entry.Kind == yaml.SequenceNode && len(entry.Content) == 1 {
 		entry = entry.Content[0]
 	}
-	if id := yamlGet(entry, "id"); id != nil && id.Kind == yaml.ScalarNode && id.Value == deepseekID {
+	if id := yamlGet(entry, "id"); id != nil && id.Kind == yaml.ScalarNode {
+		return entry, id.Value
+	}
+	return nil, ""
+}
+
+// ourEntry returns the plugin entry of the entry named name that row
+// inserts, nil when row is not that one.
+func ourEntry(row *yaml.Node, name string) *yaml.Node {
+	if entry, id := insertedEntry(row); id == deepseekID(name) {
 		return entry
 	}
 	return nil
 }
 
-func rowCommand(row *yaml.Node) string {
-	return rowEntry(row).Command
+func rowCommand(row *yaml.Node, name string) string {
+	return rowEntry(row, name).Command
 }
 
-func rowEntry(row *yaml.Node) Entry {
+func rowEntry(row *yaml.Node, name string) Entry {
 	var e Entry
-	config := yamlGet(ourEntry(row), "config")
+	config := yamlGet(ourEntry(row, name), "config")
 	if c := yamlGet(config, "command"); c != nil && c.Kind == yaml.ScalarNode {
 		e.Command = c.Value
 	}
@@ -198,16 +209,16 @@ func rowSpan(src []byte, items []*yaml.Node, i int) (start, end int) {
 	return starts[first-1], starts[last]
 }
 
-func (deepseekFormat) merge(src []byte, e Entry) ([]byte, error) {
+func (deepseekFormat) merge(src []byte, name string, e Entry) ([]byte, error) {
 	items, err := yamlRows(src)
 	if err != nil {
 		return nil, err
 	}
 	var out []byte
-	if i := ourRow(items); i >= 0 {
+	if i := ourRow(items, name); i >= 0 {
 		start, end := rowSpan(src, items, i)
 		indent, _ := lineIndent(src, start+bytes.IndexByte(src[start:], '-'))
-		row := deepseekRow(e, indent)
+		row := deepseekRow(name, e, indent)
 		if end == len(src) && !bytes.HasSuffix(src, []byte("\n")) {
 			row = strings.TrimSuffix(row, "\n")
 		}
@@ -222,24 +233,24 @@ func (deepseekFormat) merge(src []byte, e Entry) ([]byte, error) {
 		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n")) {
 			out = append(out, '\n')
 		}
-		out = append(out, deepseekRow(e, indent)...)
+		out = append(out, deepseekRow(name, e, indent)...)
 	}
 	after, err := yamlRows(out)
 	if err != nil {
 		return nil, fmt.Errorf("the edit would not parse (%v): %w", err, ErrUnsupportedLayout)
 	}
-	if i := ourRow(after); i < 0 || rowCommand(after[i]) != e.Command {
+	if i := ourRow(after, name); i < 0 || rowCommand(after[i], name) != e.Command {
 		return nil, fmt.Errorf("the edit does not read back: %w", ErrUnsupportedLayout)
 	}
 	return out, nil
 }
 
-func (deepseekFormat) remove(src []byte) ([]byte, error) {
+func (deepseekFormat) remove(src []byte, name string) ([]byte, error) {
 	items, err := yamlRows(src)
 	if err != nil {
 		return nil, err
 	}
-	i := ourRow(items)
+	i := ourRow(items, name)
 	if i < 0 {
 		return src, nil
 	}
@@ -247,14 +258,29 @@ func (deepseekFormat) remove(src []byte) ([]byte, error) {
 	return splice(src, start, end, ""), nil
 }
 
-func (deepseekFormat) inspect(src []byte) (bool, Entry, error) {
+func (deepseekFormat) names(src []byte) ([]string, error) {
+	items, err := yamlRows(src)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range items {
+		_, id := insertedEntry(it)
+		if name, ok := strings.CutPrefix(id, "mcp-"); ok && isOurs(name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+func (deepseekFormat) inspect(src []byte, name string) (bool, Entry, error) {
 	items, err := yamlRows(src)
 	if err != nil {
 		return false, Entry{}, err
 	}
-	i := ourRow(items)
+	i := ourRow(items, name)
 	if i < 0 {
 		return false, Entry{}, nil
 	}
-	return true, rowEntry(items[i]), nil
+	return true, rowEntry(items[i], name), nil
 }

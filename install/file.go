@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Change is one planned edit of a config file: what it holds now and what
@@ -24,16 +25,25 @@ type Change struct {
 
 // Changed reports whether applying the change would alter the file.
 func (c Change) Changed() bool {
-	return !bytes.Equal(c.Before, c.After)
+	return !bytes.Equal(c.Before, c.After) || c.Removes()
+}
+
+// Removes reports whether applying the change removes the file: an
+// uninstall that leaves nothing in a file install created.
+func (c Change) Removes() bool {
+	return c.Existed && c.After == nil
 }
 
 // Diff returns the change as a unified-style line diff.
 func (c Change) Diff() string {
-	from := c.Path
+	from, to := c.Path, c.Path
 	if !c.Existed {
 		from = "/dev/null"
 	}
-	return Diff(from, c.Path, c.Before, c.After)
+	if c.Removes() {
+		to = "/dev/null"
+	}
+	return Diff(from, to, c.Before, c.After)
 }
 
 // PlanInstall reads the harness's file for scope and returns the edit that
@@ -48,6 +58,9 @@ func PlanInstall(h Harness, scope Scope, env Env, e Entry, opts Options) (Change
 	c.After, c.ScriptMode, err = h.RenderInstall(c.Before, e, opts)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	if !c.Existed && h.createdNote != "" {
+		c.After = append([]byte(h.createdNote), c.After...)
 	}
 	return c, nil
 }
@@ -66,6 +79,13 @@ func PlanUninstall(h Harness, scope Scope, env Env) (Change, error) {
 	c.After, err = h.Remove(c.Before)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	if h.createdNote != "" && c.Changed() && string(bytes.TrimSpace(c.After)) == strings.TrimSpace(h.createdNote) {
+		// A file install made and nothing else uses: it goes, unless it
+		// is a link someone put there.
+		if fi, err := os.Lstat(c.Path); err == nil && fi.Mode().IsRegular() {
+			c.After = nil
+		}
 	}
 	return c, nil
 }
@@ -87,12 +107,14 @@ func readPlan(h Harness, scope Scope, env Env) (Change, error) {
 	return c, nil
 }
 
-// Installed is what one harness's file for one scope holds of ours.
+// Installed is what one harness's file for one scope holds of one of
+// our entries.
 type Installed struct {
 	Harness Harness
 	Scope   Scope
+	Name    string // the entry's name: ServerName, or a further one (EntryName)
 	Path    string // "" when the file cannot even be located (Err says why)
-	Found   bool   // the file holds our entry
+	Found   bool   // the file holds the entry
 	Entry   Entry  // what the entry runs; Command is "" when it has none
 }
 
@@ -115,7 +137,7 @@ func (in Installed) Socket() string {
 // false. A file that does not parse is an error wrapping a *ParseError;
 // a file that cannot be located is an error with Path "".
 func Inspect(h Harness, scope Scope, env Env) (Installed, error) {
-	in := Installed{Harness: h, Scope: scope}
+	in := Installed{Harness: h, Scope: scope, Name: h.EntryName()}
 	c, err := readPlan(h, scope, env)
 	in.Path = c.Path
 	if err != nil || !c.Existed {
@@ -129,14 +151,31 @@ func Inspect(h Harness, scope Scope, env Env) (Installed, error) {
 }
 
 // InspectAll runs Inspect for every harness and scope, in the order
-// Harnesses lists them, user scope first. errs[i] is Inspect's error
-// for found[i].
+// Harnesses lists them, user scope first: the sharedos entry (Found is
+// false when there is none), then each further entry the file holds, in
+// its order. errs[i] is Inspect's error for found[i].
 func InspectAll(env Env) (found []Installed, errs []error) {
 	for _, h := range harnesses {
 		for _, scope := range []Scope{ScopeUser, ScopeProject} {
 			in, err := Inspect(h, scope, env)
 			found = append(found, in)
 			errs = append(errs, err)
+			if err != nil || in.Path == "" {
+				continue
+			}
+			src, err := os.ReadFile(in.Path)
+			if err != nil {
+				continue
+			}
+			names, _ := h.format.names(src)
+			for _, name := range names {
+				if name == ServerName {
+					continue
+				}
+				in, err := Inspect(h.Named(name), scope, env)
+				found = append(found, in)
+				errs = append(errs, err)
+			}
 		}
 	}
 	return found, errs
@@ -162,7 +201,8 @@ var ErrConcurrentEdit = errors.New("file changed while it was being edited")
 // Apply writes c.After to c.Path atomically: a temporary file in the same
 // directory, synced, then renamed over the original, which keeps its
 // permissions (a new file is 0600, in directories created 0700). A
-// symlinked file is written through to its target. If the file no longer
+// symlinked file is written through to its target. A change that Removes
+// the file removes it (the target, for a symlink). If the file no longer
 // holds c.Before, nothing is written and the error is ErrConcurrentEdit.
 // Apply on an unchanged plan does nothing.
 func (c Change) Apply() error {
@@ -191,6 +231,12 @@ func (c Change) Apply() error {
 			return fmt.Errorf("stat %s: %w", c.Path, err)
 		}
 		mode = fi.Mode().Perm()
+	}
+	if c.Removes() {
+		if err := os.Remove(target); err != nil {
+			return fmt.Errorf("remove %s: %w", c.Path, err)
+		}
+		return nil
 	}
 	dir := filepath.Dir(target)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -102,7 +102,7 @@ func TestCodexKeepsItsSubtablesOnInstallAndDropsThemOnUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "a = 1\n\n" + codexBlock(NewEntry("/s", "codex", "")) + "\n# env for it\n[mcp_servers.sharedos.env]\nK = \"v\"\n\n[other]\nb = 2\n"
+	want := "a = 1\n\n" + codexBlock(ServerName, NewEntry("/s", "codex", "")) + "\n# env for it\n[mcp_servers.sharedos.env]\nK = \"v\"\n\n[other]\nb = 2\n"
 	if string(got) != want {
 		t.Errorf("install:\n%s\nwant:\n%s", got, want)
 	}
@@ -137,7 +137,7 @@ func TestCodexFileWithoutFinalNewline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "a = 1\n\n" + codexBlock(e); string(got) != want {
+	if want := "a = 1\n\n" + codexBlock(ServerName, e); string(got) != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	trimmed := bytes.TrimSuffix(got, []byte("\n"))
@@ -149,7 +149,7 @@ func TestCodexFileWithoutFinalNewline(t *testing.T) {
 
 func TestDeepSeekRows(t *testing.T) {
 	e := Entry{Command: "/s", Args: []string{"serve"}}
-	row := func(indent string) string { return deepseekRow(e, indent) }
+	row := func(indent string) string { return deepseekRow(ServerName, e, indent) }
 	t.Run("an indented sequence gets an indented row", func(t *testing.T) {
 		editCase(t, "deepseek", "  - id: a\n", "  - id: a\n"+row("  "), "  - id: a\n")
 	})

@@ -20,8 +20,37 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
 )
 
-// ServerName is the name every harness knows the server by.
+// ServerName is the name every harness knows the server by: the entry
+// that announces the harness's own integration. A subagent's entry, one
+// that announces another (a child integration), is named by EntryName.
 const ServerName = "sharedos"
+
+// EntryName is the name of the entry that announces integration in
+// harness h: ServerName for the harness's own id, and "sharedos-NAME" for
+// any other, a further entry a subagent or profile is given alone, with
+// each character of NAME other than an ASCII letter, digit, '-' or '_'
+// written '_' (harnesses build tool names from it, and allow no more):
+// "sharedos-claude-code_explorer" for claude-code.explorer.
+func EntryName(h Harness, integration string) string {
+	if integration == h.ID {
+		return ServerName
+	}
+	b := []byte(ServerName + "-" + integration)
+	for i := len(ServerName) + 1; i < len(b); i++ {
+		c := b[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// isOurs reports whether name is the name of one of our entries:
+// ServerName or a further one EntryName makes.
+func isOurs(name string) bool {
+	rest, ok := strings.CutPrefix(name, ServerName)
+	return ok && (rest == "" || strings.HasPrefix(rest, "-") && len(rest) > 1)
+}
 
 // Timeouts written into the harness configs that have them. The startup
 // budget covers dialing the kernel and fetching the catalogue; a tool call
@@ -151,13 +180,40 @@ type Harness struct {
 	// scriptMode: the harness can run model-written code outside any
 	// MCP server, switched by settings.scriptMode (see scriptmode.go).
 	scriptMode bool
+	// createdNote, for a format with comments, is the line install puts
+	// first in a file it creates, so that uninstall can tell that file
+	// from one the user made: it removes the file when nothing else is
+	// left in it.
+	createdNote string
+	// entry is the name of the entry Render, Remove and Find edit: ""
+	// is ServerName (see Named).
+	entry string
 }
 
 // format is one config file syntax and where our entry lives in it.
+// Each method acts on the entry named name.
 type format interface {
-	merge(src []byte, e Entry) ([]byte, error)
-	remove(src []byte) ([]byte, error)
-	inspect(src []byte) (found bool, e Entry, err error)
+	merge(src []byte, name string, e Entry) ([]byte, error)
+	remove(src []byte, name string) ([]byte, error)
+	inspect(src []byte, name string) (found bool, e Entry, err error)
+	// names lists the names of our entries in src (ServerName and the
+	// further ones), in the file's order.
+	names(src []byte) ([]string, error)
+}
+
+// Named returns the harness with its entry named name (EntryName): its
+// Render, Remove and Find edit that entry, every other one left as it is.
+func (h Harness) Named(name string) Harness {
+	h.entry = name
+	return h
+}
+
+// EntryName is the name of the entry h edits.
+func (h Harness) EntryName() string {
+	if h.entry == "" {
+		return ServerName
+	}
+	return h.entry
 }
 
 func homeFile(parts ...string) func(Env) (string, error) {
@@ -223,7 +279,8 @@ var harnesses = []Harness{
 	{
 		ID: "codex", Title: "Codex", Verify: "codex mcp list",
 		userPath: varOrHome("CODEX_HOME", ".codex", "config.toml"), projectPath: filepath.Join(".codex", "config.toml"),
-		format: codexFormat{},
+		format:      codexFormat{},
+		createdNote: "# Created by 'sharedos-mcp install codex'; 'sharedos-mcp uninstall codex' removes this file while nothing else is in it.\n",
 	},
 	{
 		ID: "gemini", Title: "Gemini CLI", Verify: "gemini mcp list", aka: []string{"gemini-cli"},
@@ -282,19 +339,46 @@ func Lookup(id string) (Harness, bool) {
 }
 
 // UnknownHarnessError is an id Lookup does not know. Suggestion is the
-// harness it most likely means, "" when none is close.
-type UnknownHarnessError struct{ ID, Suggestion string }
+// harness it most likely means, "" when none is close; Unsupported is the
+// name of a known MCP client install does not configure, which the id
+// names (then there is no Suggestion).
+type UnknownHarnessError struct{ ID, Suggestion, Unsupported string }
 
 func (e *UnknownHarnessError) Error() string {
+	if e.Unsupported != "" {
+		return fmt.Sprintf("%s (%s) is not supported", e.Unsupported, e.ID)
+	}
 	return fmt.Sprintf("unknown harness %q", e.ID)
+}
+
+// unsupported are MCP clients people ask install for that it does not
+// configure, by name, with the ids people try for them (compared without
+// case or separators): their ids are closer to a supported harness's
+// (claude-desktop to claude-code) than their meaning is.
+var unsupported = []struct {
+	name string
+	ids  []string
+}{
+	{"Claude Desktop", []string{"claudedesktop", "claudeapp"}},
+}
+
+// bareID is an id without case or separators.
+func bareID(id string) string {
+	return strings.ToLower(strings.NewReplacer("-", "", "_", "", " ", "", ".", "").Replace(id))
 }
 
 // LookupOrSuggest is Lookup that explains a miss: the error is an
 // *UnknownHarnessError naming the nearest harness (claude for
-// claude-code, gemini-cli for gemini).
+// claude-code, gemini-cli for gemini), or saying that a known client is
+// not supported.
 func LookupOrSuggest(id string) (Harness, error) {
 	if h, ok := Lookup(id); ok {
 		return h, nil
+	}
+	for _, u := range unsupported {
+		if slices.Contains(u.ids, bareID(id)) {
+			return Harness{}, &UnknownHarnessError{ID: id, Unsupported: u.name}
+		}
 	}
 	cs := make([]nearest.Candidate, len(harnesses))
 	for i, h := range harnesses {
@@ -328,18 +412,18 @@ func (h Harness) Render(src []byte, e Entry) ([]byte, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	return h.format.merge(src, e)
+	return h.format.merge(src, h.EntryName(), e)
 }
 
 // Remove returns src without our entry; src itself when there is none.
 func (h Harness) Remove(src []byte) ([]byte, error) {
-	return h.format.remove(src)
+	return h.format.remove(src, h.EntryName())
 }
 
 // Find reports whether src holds our entry and what it runs. An entry
 // without a command has an empty Command.
 func (h Harness) Find(src []byte) (found bool, e Entry, err error) {
-	return h.format.inspect(src)
+	return h.format.inspect(src, h.EntryName())
 }
 
 // ParseError is a config file that does not parse. Line and Column are

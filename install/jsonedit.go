@@ -455,27 +455,43 @@ func jsonDelete(src []byte, path []string) ([]byte, bool, error) {
 	}
 }
 
-// jsonFormat is a JSON (or JSON with comments) file whose entry is
-// container…/sharedos.
+// jsonFormat is a JSON (or JSON with comments) file whose entries are
+// container…/sharedos and container…/sharedos-NAME.
 type jsonFormat struct {
 	container    []string
 	entry        func(Entry) obj
 	commandArray bool // the command is the first element of "command" (opencode)
 }
 
-func (f jsonFormat) path() []string { return append(append([]string{}, f.container...), ServerName) }
-
-func (f jsonFormat) merge(src []byte, e Entry) ([]byte, error) {
-	return jsonSet(src, f.path(), f.entry(e))
+func (f jsonFormat) path(name string) []string {
+	return append(append([]string{}, f.container...), name)
 }
 
-func (f jsonFormat) remove(src []byte) ([]byte, error) {
-	out, _, err := jsonDelete(src, f.path())
+func (f jsonFormat) merge(src []byte, name string, e Entry) ([]byte, error) {
+	return jsonSet(src, f.path(name), f.entry(e))
+}
+
+func (f jsonFormat) remove(src []byte, name string) ([]byte, error) {
+	out, _, err := jsonDelete(src, f.path(name))
 	return out, err
 }
 
-func (f jsonFormat) inspect(src []byte) (bool, Entry, error) {
-	n, err := jsonLookup(src, f.path())
+func (f jsonFormat) names(src []byte) ([]string, error) {
+	n, err := jsonLookup(src, f.container)
+	if err != nil || n == nil || n.kind != '{' {
+		return nil, err
+	}
+	var out []string
+	for _, m := range n.members {
+		if isOurs(m.key) {
+			out = append(out, m.key)
+		}
+	}
+	return out, nil
+}
+
+func (f jsonFormat) inspect(src []byte, name string) (bool, Entry, error) {
+	n, err := jsonLookup(src, f.path(name))
 	if err != nil || n == nil {
 		return false, Entry{}, err
 	}

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 )
 
@@ -16,18 +14,7 @@ import (
 // full file system (a small tmpfs), as the issue did: a write is not
 // performed and a read hands out nothing, and the kernel keeps serving.
 func TestAFullDiskUnderTheAuditLogStopsEffects(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs for the audit log needs root; skipped")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256k,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v); skipped", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	dir := mountTmpfs(t, "256k")
 	logPath := filepath.Join(dir, "audit.jsonl")
 	h := startKernel(t, writerGrants(t), func(s *Server) {
 		if err := s.Audit.Close(); err != nil {

@@ -309,11 +309,11 @@ func (s *Server) brokeredCatalogue(integration string, now time.Time, room int) 
 	if set == nil || len(set.names) == 0 {
 		return nil
 	}
-	grants := s.grants()
+	rules := &s.currentPolicy().rules
 	var published []*upstream.Tool
 	for _, name := range set.names {
 		for _, ut := range set.byName[name].m.Snapshot().Tools {
-			if brokeredDiscoverable(grants, integration, ut.Upstream, ut.Resource, ut.Action, now) {
+			if brokeredDiscoverable(rules, integration, ut.Upstream, ut.Resource, ut.Action, now) {
 				published = append(published, ut)
 			}
 		}
@@ -344,15 +344,31 @@ func (s *Server) brokeredCatalogue(integration string, now time.Time, room int) 
 	return out
 }
 
-// brokeredDiscoverable is the rule a brokered tool is published by: a
-// live grant of integration allows action on its resource or, for a
-// resource with placeholders, on some resource under the template's
-// fixed prefix (the rule the file tools follow, policy.Discoverable).
-func brokeredDiscoverable(grants []policy.Grant, integration, ns string, r policy.Template, action string, now time.Time) bool {
+// brokeredDiscoverable is the rule a brokered tool is published by: live
+// grants of integration, and of each of its ancestors, allow action on
+// its resource or, for a resource with placeholders, on some resource
+// under the template's fixed prefix (the rule the file tools follow,
+// policy.Rules.Discoverable).
+func brokeredDiscoverable(rules *policy.Rules, integration, ns string, r policy.Template, action string, now time.Time) bool {
+	return rules.Discoverable(integration, templateScope(ns, r), action, now)
+}
+
+// templateScope is where calls of a resource template land: the one
+// resource it names, or with placeholders everything under its fixed
+// prefix.
+func templateScope(ns string, r policy.Template) policy.Scope {
 	if len(r.Arguments()) == 0 {
-		return policy.Authorize(grants, policy.Request{Integration: integration, Resource: policy.Resource{Namespace: ns, Path: r.String()}, Action: action, Time: now}) == policy.Allowed
+		return policy.Scope{Resource: policy.Resource{Namespace: ns, Path: r.String()}}
 	}
-	return policy.Discoverable(grants, integration, policy.Resource{Namespace: ns, Path: r.Prefix()}, action, now)
+	return policy.Scope{Resource: policy.Resource{Namespace: ns, Path: r.Prefix()}, Below: true}
+}
+
+// catalogScope is where the tool's calls land, as publishing reads it.
+func (t *tool) catalogScope() policy.Scope {
+	if t.brokered != nil {
+		return templateScope(t.brokered.Upstream, t.brokered.Resource)
+	}
+	return policy.Scope{Resource: t.scope, Below: true}
 }
 
 // newBrokeredTool is the kernel-side form of a published upstream tool.
@@ -381,38 +397,34 @@ func newBrokeredTool(ut *upstream.Tool) (*tool, error) {
 }
 
 // runBrokered decides and forwards a call of a brokered tool, after the
-// catalogue, catalogHash, escalation and size checks of run: the
-// resource the arguments name, read once (a placeholder value that would
-// widen it, or member names a decoder could take for one, refuse the
-// call before anything reaches the upstream), the live
-// grants on it, for a call with an effect the durable tool.authorized,
-// and only then the upstream, which receives the arguments of that one
-// reading.
+// catalogue, catalogHash, escalation and size checks of run: the tool as
+// its upstream is configured now (brokerNow), the resource the arguments
+// name, read once (a placeholder value that would widen it, or member
+// names a decoder could take for one, refuse the call before anything
+// reaches the upstream), the live grants on it, for a call with an
+// effect the durable tool.authorized, and only then the upstream, which
+// receives the arguments of that one reading.
 func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq int64) (call, outcome) {
 	ut := tl.brokered
-	c := call{action: tl.action, upstream: ut.Upstream}
+	b, c, refused := t.brokerNow(tl)
+	if b == nil {
+		return c, refused
+	}
 	res, forward, err := ut.Resolve(p.Arguments.raw)
 	if err != nil {
 		return c, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, strings.TrimPrefix(err.Error(), upstream.ErrInvalidArguments.Error()+": "))
 	}
 	c.requested, c.resource = res.String(), res.String()
-	switch policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: res, Action: tl.action, Time: t.s.Now()}) {
-	case policy.GrantExpired:
-		return c, denied(kproto.CodeGrantExpired, "the grant for %s on %s has expired", tl.action, shown(c.resource))
-	case policy.NoMatchingGrant:
-		return c, denied(kproto.CodeNoMatchingGrant, "no grant allows %s on %s", tl.action, shown(c.resource))
+	if o, ok := t.authorize(&c, res, tl.action, ""); !ok {
+		return c, o
 	}
 	if ctx.Err() != nil {
 		return c, failed(kproto.CodeCancelled, "cancelled")
 	}
-	b := t.s.brokers.set.Load().get(ut.Upstream)
-	if b == nil {
-		return c, denied(kproto.CodeToolUnavailable, "%s is no longer served: its upstream %s was removed from the kernel's config", tl.def.Name, ut.Upstream)
-	}
 	effect := tl.hasEffect()
 	if effect && !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
-		e.Resource, e.Upstream = c.resource, c.upstream
+		e.Resource, e.Upstream, e.Grants = c.resource, c.upstream, c.decided.grantRefs()
 	})) {
 		return c, auditUnavailable(false)
 	}
@@ -420,7 +432,9 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 		t.progress(p.CallID, progress, total, message)
 	})
 	if err != nil {
-		return c, brokeredFailure(err)
+		o := brokeredFailure(err)
+		o.acted = effect && !upstream.NotSent(err)
+		return c, o
 	}
 	o := outcome{status: kproto.StatusSucceeded, content: r.Content, acted: effect}
 	if r.StructuredContent != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
+	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 // kickStatus asks for the status file to be written again; it never
@@ -89,7 +90,7 @@ func upstreamState(st upstream.Status, snap *upstream.Snapshot) status.Upstream 
 	}
 	for _, t := range snap.Tools {
 		if t.Upstream == st.Name {
-			u.Published = append(u.Published, status.Published{Name: t.Name, Action: t.Action, Resource: t.Upstream + ":" + t.Resource.String()})
+			u.Published = append(u.Published, status.Published{Name: t.Name, Action: t.Action, Resource: t.Upstream + ":" + t.Resource.String(), Arguments: statusArguments(t.Arguments)})
 		}
 	}
 	for _, w := range snap.Withheld {
@@ -98,4 +99,18 @@ func upstreamState(st upstream.Status, snap *upstream.Snapshot) status.Upstream 
 		}
 	}
 	return u
+}
+
+// statusArguments is what the status file says of a tool's placeholders'
+// arguments.
+func statusArguments(args []upstream.Argument) []status.Argument {
+	var out []status.Argument
+	for _, a := range args {
+		kind := string(a.Kind)
+		if a.Kind == policy.KindSegment {
+			kind = "segment"
+		}
+		out = append(out, status.Argument{Name: a.Name, Kind: kind, Format: a.Format, Takes: a.Takes, By: a.By})
+	}
+	return out
 }

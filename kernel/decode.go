@@ -29,14 +29,14 @@ var errNotString = errors.New("not a string")
 // slice of raw, only when they are at most maxArgumentBytes; their size is
 // kept either way.
 func decodeInvokeParams(raw []byte) (invokeParams, error) {
-	return decodeInvokeParamsIn(raw, nil)
+	return decodeInvokeParamsIn(raw, false)
 }
 
-// decodeInvokeParamsIn is decodeInvokeParams for params that in, when not
-// nil, has just read and checked with their line (in.ParseEnvelope): an
+// decodeInvokeParamsIn is decodeInvokeParams for params that, when
+// checked, are a value of a line jsonrpc.ParseEnvelope has checked: an
 // object's members are found without reading them again, so 4 MiB of
 // arguments are stepped over, not lexed a second time.
-func decodeInvokeParamsIn(raw []byte, in *jsonrpc.Reader) (invokeParams, error) {
+func decodeInvokeParamsIn(raw []byte, checked bool) (invokeParams, error) {
 	var p invokeParams
 	if string(raw) == "null" {
 		return p, nil
@@ -63,8 +63,8 @@ func decodeInvokeParamsIn(raw []byte, in *jsonrpc.Reader) (invokeParams, error) 
 		return nil
 	}
 	var err error
-	if in != nil && isObject(raw) {
-		err = in.EachValidMember(raw, member)
+	if checked && isObject(raw) {
+		err = jsonrpc.EachValidMember(raw, member)
 	} else {
 		err = jsonrpc.EachMember(raw, member) // the errors name what is wrong
 	}

@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -119,18 +118,9 @@ func FuzzInvokeParamsMatchEncodingJSON(f *testing.F) {
 			string(got.Arguments.raw) != string(want.Arguments) || got.Arguments.size != len(want.Arguments) {
 			t.Fatalf("decodeInvokeParams(%q) = %+v; encoding/json: %+v", raw, got, want)
 		}
-		// As the turn decodes them: params a reader has just read and
-		// checked, found without being read again.
-		if bytes.ContainsAny(raw, "\r\n") {
-			return
-		}
-		r := jsonrpc.NewReader(bytes.NewReader(append(raw, '\n')), 0)
-		r.Ahead = true
-		line, err := r.ReadLine()
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := decodeInvokeParamsIn(line, r)
+		// As the turn decodes them: params of a line already checked,
+		// found without being read again.
+		in, err := decodeInvokeParamsIn(raw, true)
 		if err != nil || fmt.Sprint(in) != fmt.Sprint(got) {
 			t.Fatalf("decodeInvokeParamsIn(%q) = %+v, %v; decodeInvokeParams: %+v", raw, in, err, got)
 		}

@@ -27,6 +27,15 @@ type benchTurn struct {
 }
 
 func startBenchTurn(b *testing.B) *benchTurn {
+	r, _ := policy.ParseResource("files:/docs")
+	return startBenchTurnWith(b, "bench", []policy.Grant{{
+		Subject: policy.SubjectWildcard, Resource: r, Descendants: true, Actions: []string{"read", "write"},
+	}})
+}
+
+// startBenchTurnWith is startBenchTurn as integration, under grants, with
+// opts applied to the server.
+func startBenchTurnWith(b *testing.B, integration string, grants []policy.Grant, opts ...func(*Server)) *benchTurn {
 	b.Helper()
 	base := b.TempDir()
 	root := filepath.Join(base, "root")
@@ -49,10 +58,10 @@ func startBenchTurn(b *testing.B) *benchTurn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, _ := policy.ParseResource("files:/docs")
-	srv := &Server{Root: root, Audit: audit, Log: zerolog.Nop(), Grants: []policy.Grant{{
-		Subject: policy.SubjectWildcard, Resource: r, Descendants: true, Actions: []string{"read", "write"},
-	}}}
+	srv := &Server{Root: root, Audit: audit, Log: zerolog.Nop(), Grants: grants}
+	for _, o := range opts {
+		o(srv)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
@@ -69,7 +78,7 @@ func startBenchTurn(b *testing.B) *benchTurn {
 		audit.Close()
 	})
 	t := &benchTurn{conn: conn, r: jsonrpc.NewReader(conn, 0), root: root}
-	t.roundTrip(b, `{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"bench","shim":{"version":"b"}}}`)
+	t.roundTrip(b, `{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"`+integration+`","shim":{"version":"b"}}}`)
 	var lr kproto.ListResult
 	if err := json.Unmarshal(t.roundTrip(b, `{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`).Result, &lr); err != nil {
 		b.Fatal(err)
@@ -119,5 +128,42 @@ func BenchmarkFilesWriteThroughATurn(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		t.invoke(b, i, "files.write", `{"path":"/docs/w.txt","content":"a line a model wrote\n"}`)
+	}
+}
+
+// BenchmarkGrantsOnARead is one files.read through a turn, as
+// BenchmarkFilesReadThroughATurn, under the grant language's features,
+// in one run so they compare: flat is one wildcard grant; child is a
+// child of a parent, decided at both levels; limited is a grant with a
+// limit, whose count is written to the state directory at each call.
+func BenchmarkGrantsOnARead(b *testing.B) {
+	docs, _ := policy.ParseResource("files:/docs")
+	read := func(subject string) policy.Grant {
+		return policy.Grant{Subject: subject, Resource: docs, Descendants: true, Actions: []string{"read"}}
+	}
+	limited := read("integration:bench")
+	limited.Limit = policy.Limit{N: policy.MaxLimitCount, Window: policy.MaxLimitWindow}
+	hierarchy, err := policy.NewHierarchy([]policy.Integration{{Name: "bench.child", Parent: "bench"}}, []string{"bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name        string
+		integration string
+		grants      []policy.Grant
+		opts        []func(*Server)
+	}{
+		{"flat", "bench", []policy.Grant{read(policy.SubjectWildcard)}, nil},
+		{"child", "bench.child", []policy.Grant{read("integration:bench"), read("integration:bench.child")},
+			[]func(*Server){func(s *Server) { s.Integrations = hierarchy }}},
+		{"limited", "bench", []policy.Grant{limited}, []func(*Server){func(s *Server) { s.StateDir = b.TempDir() }}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			t := startBenchTurnWith(b, bc.integration, bc.grants, bc.opts...)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				t.invoke(b, i, "files.read", `{"path":"/docs/a.txt"}`)
+			}
+		})
 	}
 }

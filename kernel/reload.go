@@ -19,9 +19,10 @@ type Reloaded struct {
 }
 
 // Reload applies next, the kernel's config read again (with the same
-// flags over it as s.Config had), to the running kernel. The grants,
-// allow_uids and allow_hard_links take effect at once, in open turns
-// too (SetPolicy); the upstreams as now configured serve new turns
+// flags over it as s.Config had), to the running kernel. The grants, the
+// [[integration]] parents, allow_uids, operator_uids and
+// allow_hard_links take effect at once, in open turns too (SetPolicy),
+// and the limits' counts are kept, also for a grant whose limit changed; the upstreams as now configured serve new turns
 // (SetUpstreams). What only a restart changes (the files root,
 // state_dir, the socket, the audit log) is logged and left as it is;
 // a socket or audit_log that next leaves out keeps the running one.
@@ -46,7 +47,7 @@ func (s *Server) Reload(next config.Config) (Reloaded, error) {
 			r.Restart = append(r.Restart, c.what)
 		}
 	}
-	s.SetPolicy(Policy{Grants: next.Grants, AllowUIDs: next.AllowUIDs, AllowHardLinks: next.AllowHardLinks})
+	s.SetPolicy(PolicyOf(next))
 	err := s.SetUpstreams(next.Upstreams)
 	if err != nil {
 		s.Log.Error().Err(err).Msg("config reload: an upstream could not be started")

@@ -22,7 +22,7 @@ func TestReloadAppliesThePolicyAndNamesWhatNeedsARestart(t *testing.T) {
 	if err != nil || !r.Applied || !slices.Equal(r.Restart, []string{"the files root", "audit_log"}) {
 		t.Errorf("Reload = %+v, %v; want applied, restart for the files root and audit_log", r, err)
 	}
-	if got := s.grants(); len(got) != 1 || got[0].Resource != g.Resource {
+	if got := s.currentPolicy().Grants; len(got) != 1 || got[0].Resource != g.Resource {
 		t.Errorf("grants after the reload %+v, want the new one", got)
 	}
 
@@ -31,7 +31,7 @@ func TestReloadAppliesThePolicyAndNamesWhatNeedsARestart(t *testing.T) {
 	if r, err := s.Reload(other); err != nil || r.Applied {
 		t.Errorf("Reload from another file = %+v, %v; want nothing applied", r, err)
 	}
-	if got := s.grants(); len(got) != 1 {
+	if got := s.currentPolicy().Grants; len(got) != 1 {
 		t.Errorf("a config from another file changed the grants to %+v", got)
 	}
 }

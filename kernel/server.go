@@ -26,6 +26,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
@@ -50,10 +51,16 @@ type Server struct {
 	Root      string
 	Grants    []policy.Grant // deny by default
 	AllowUIDs []uint32       // peers served; nil means the kernel's own uid only
-	Audit     *audit.Log     // required
-	Log       zerolog.Logger
-	Version   string // reported in hello; "" means "devel"
-	MaxLine   int    // longest request line; 0 means jsonrpc.DefaultMaxLine
+	// Integrations are the children's parents: a child's call is decided
+	// at every level of its chain (policy.Rules).
+	Integrations policy.Hierarchy
+	// OperatorUIDs are served operator methods (kernel.explain), besides
+	// the kernel's own uid and root; see isOperator.
+	OperatorUIDs []uint32
+	Audit        *audit.Log // required
+	Log          zerolog.Logger
+	Version      string // reported in hello; "" means "devel"
+	MaxLine      int    // longest request line; 0 means jsonrpc.DefaultMaxLine
 	// AllowHardLinks serves regular files that have more than one name.
 	// Off, they are refused (hard_link): another name may be anywhere on
 	// the file system, and the grants see only this one.
@@ -92,6 +99,7 @@ type Server struct {
 	tools   []*tool // nil means registry(); tests in this package add their own
 	brokers brokerState
 	secrets atomic.Pointer[secret.Set] // set by SetSecrets; nil means Secrets
+	budgets *budgets                   // the grants' limits, set by Serve
 	// sink is where events go; nil means Audit. Tests make it fail.
 	sink auditSink
 
@@ -139,8 +147,15 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 		s.AllowUIDs = []uint32{uint32(os.Getuid())}
 	}
 	if s.policy.Load() == nil {
-		s.SetPolicy(Policy{Grants: s.Grants, AllowUIDs: s.AllowUIDs, AllowHardLinks: s.AllowHardLinks})
+		s.SetPolicy(s.initialPolicy())
 	}
+	b, err := openBudgets(s.StateDir, s.Log, s.Now())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.budgets = b
+	defer func() { s.budgets.save(s.Now()) }()
 	s.running = make(chan struct{}, cmp.Or(s.runningCalls, maxRunning))
 	s.bigLines = make(chan struct{}, cmp.Or(s.bigLineCount, maxBigLines))
 	s.turnCalls = cmp.Or(s.turnCalls, maxTurnCalls)
@@ -233,8 +248,9 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 
 // record appends ev to the audit log and reports whether it was written.
 // A failure does not stop the kernel: whoever asked refuses what the
-// record was for (a call is answered audit_unavailable, a turn that
-// cannot be opened is closed), and the next record tries the log again,
+// record was for (a call is answered audit_unavailable, or
+// outcome_unrecorded once it acted; a turn that cannot be opened is
+// closed), and the next record tries the log again,
 // so the kernel serves as soon as the log can be written
 // (docs/adr/0008-authorize-the-opened-object.md).
 func (s *Server) record(ev audit.Event) bool {
@@ -283,18 +299,41 @@ func (s *Server) noteAudit(err error) bool {
 // root, the socket, the audit log and the state directory are fixed for
 // the kernel's life.
 type Policy struct {
-	Grants         []policy.Grant
+	Grants []policy.Grant
+	// Integrations are the children's parents.
+	Integrations policy.Hierarchy
+	// GrantLines are the config's line of each grant, for the audit's
+	// record of which grant decided; nil when the grants came from no
+	// file.
+	GrantLines     []int
 	AllowUIDs      []uint32 // nil means the kernel's own uid only
+	OperatorUIDs   []uint32 // besides the kernel's own uid and root
 	AllowHardLinks bool
+
+	rules policy.Rules // Grants and Integrations, as decisions read them
 }
 
-// SetPolicy replaces the kernel's grants, the uids it serves and whether
-// it serves hard links, atomically. It may be called at any time, also
-// while Serve runs (on SIGHUP, say).
+// PolicyOf is the part of a config a running kernel can change.
+func PolicyOf(c config.Config) Policy {
+	return Policy{Grants: c.Grants, Integrations: c.Hierarchy, GrantLines: c.Lines.Grants,
+		AllowUIDs: c.AllowUIDs, OperatorUIDs: c.OperatorUIDs, AllowHardLinks: c.AllowHardLinks}
+}
+
+func (s *Server) initialPolicy() Policy {
+	return Policy{Grants: s.Grants, Integrations: s.Integrations, GrantLines: s.Config.Lines.Grants,
+		AllowUIDs: s.AllowUIDs, OperatorUIDs: s.OperatorUIDs, AllowHardLinks: s.AllowHardLinks}
+}
+
+// SetPolicy replaces the kernel's grants, its integrations' parents, the
+// uids it serves and whether it serves hard links, atomically. It may be
+// called at any time, also while Serve runs (on SIGHUP, say). The
+// budgets' counts are kept: a grant whose limit changed goes on counting
+// from where it was (policy.Grant.Key).
 func (s *Server) SetPolicy(p Policy) {
 	if p.AllowUIDs == nil {
 		p.AllowUIDs = []uint32{uint32(os.Getuid())}
 	}
+	p.rules = policy.Rules{Grants: p.Grants, Integrations: p.Integrations}
 	s.policy.Store(&p)
 }
 
@@ -302,10 +341,18 @@ func (s *Server) currentPolicy() *Policy {
 	if p := s.policy.Load(); p != nil {
 		return p
 	}
-	return &Policy{Grants: s.Grants, AllowUIDs: s.AllowUIDs, AllowHardLinks: s.AllowHardLinks}
+	p := s.initialPolicy()
+	p.rules = policy.Rules{Grants: p.Grants, Integrations: p.Integrations}
+	return &p
 }
 
-func (s *Server) grants() []policy.Grant { return s.currentPolicy().Grants }
+// grantLine is the config line of grant i, 0 when unknown.
+func (p *Policy) grantLine(i int) int {
+	if i >= 0 && i < len(p.GrantLines) {
+		return p.GrantLines[i]
+	}
+	return 0
+}
 
 // acquire takes a token of bound, waiting (and saying so to s.waits) when
 // there is none, until ctx ends.
@@ -328,6 +375,20 @@ func (s *Server) acquire(ctx context.Context, tokens chan struct{}, bound string
 
 func (s *Server) uidAllowed(uid uint32) bool {
 	return slices.Contains(s.currentPolicy().AllowUIDs, uid)
+}
+
+// isOperator reports whether a peer of uid is served as the kernel's
+// operator: the kernel's own uid, one of operator_uids, or root when the
+// kernel serves root at all (allow_uids): being root does not let a
+// peer connect to a kernel that does not serve it.
+func (s *Server) isOperator(uid uint32) bool {
+	return uid == uint32(os.Getuid()) || slices.Contains(s.currentPolicy().OperatorUIDs, uid) || uid == 0 && s.uidAllowed(0)
+}
+
+// mayConnect reports whether a peer of uid is served at all: as an
+// integration (allow_uids) or as an operator only (operator_uids).
+func (s *Server) mayConnect(uid uint32) bool {
+	return s.uidAllowed(uid) || slices.Contains(s.currentPolicy().OperatorUIDs, uid)
 }
 
 // Bounds across all turns. A call runs only with a running token, so the
@@ -355,6 +416,21 @@ func newExecutionID() string {
 }
 
 // instructions is what hello tells the model about this kernel.
+// catalogue is what a turn of integration that said hello at now lists:
+// each tool of the registry and each brokered tool the live grants of
+// integration, and of each of its ancestors, publish (the intersection),
+// in name order within each, at most hashing.MaxTools.
+func (s *Server) catalogue(integration string, now time.Time) []*tool {
+	rules := &s.currentPolicy().rules
+	var listed []*tool
+	for _, tl := range s.tools {
+		if rules.Discoverable(integration, tl.catalogScope(), tl.action, now) {
+			listed = append(listed, tl)
+		}
+	}
+	return append(listed, s.brokeredCatalogue(integration, now, hashing.MaxTools-len(listed))...)
+}
+
 func (s *Server) instructions(integration string) string {
 	text := fmt.Sprintf("Tools here are served by the SharedOS reference kernel to the integration %q. "+
 		"Every call is authorized against the host's grants and recorded in an audit log. "+

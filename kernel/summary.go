@@ -42,23 +42,7 @@ func Summarize(c config.Config, now time.Time) config.Summary {
 			continue
 		}
 		name := strings.TrimPrefix(g.Subject, "integration:")
-		var rows []config.Allowance
-		used := map[string]bool{}
-		var inNamespace []string
-		if u := c.Upstream(g.Resource.Namespace); u != nil {
-			rows, inNamespace = brokeredAllowances(u, g, i, name, now, used)
-		}
-		for _, t := range tools {
-			if t.scope.Namespace != g.Resource.Namespace {
-				continue
-			}
-			inNamespace = append(inNamespace, fmt.Sprintf("%s (%s on %s)", t.def.Name, t.action, t.scope))
-			if !policy.Discoverable([]policy.Grant{g}, name, t.scope, t.action, now) {
-				continue
-			}
-			used[t.action] = true
-			rows = append(rows, config.Allowance{Tool: t.def.Name, Action: t.action, Resource: g.Resource, Descendants: g.Descendants, Expires: g.Expires, Grant: i})
-		}
+		rows, inNamespace := grantAllowances(c, tools, g, i, name, now)
 		if len(rows) == 0 {
 			tools := strings.Join(inNamespace, ", ")
 			if len(inNamespace) == 0 {
@@ -67,6 +51,10 @@ func Summarize(c config.Config, now time.Time) config.Summary {
 			s.Problems = append(s.Problems, config.Finding{Where: where, Msg: fmt.Sprintf("gives %s on %s, which no tool uses, so it grants nothing; the tools in %s are %s",
 				strings.Join(g.Actions, ", "), g.Resource, g.Resource.Namespace, tools)})
 			continue
+		}
+		used := map[string]bool{}
+		for _, r := range rows {
+			used[r.Action] = true
 		}
 		var unused []string
 		for _, a := range g.Actions {
@@ -96,6 +84,7 @@ func Summarize(c config.Config, now time.Time) config.Summary {
 		}
 		return a < b
 	})
+	summarizeChildren(c, &s, tools, now)
 	switch {
 	case len(c.Grants) == 0:
 		s.Problems = append(s.Problems, config.Finding{Msg: "the config has no [[grant]]: the kernel denies by default, so every integration's catalogue is empty"})
@@ -105,17 +94,36 @@ func Summarize(c config.Config, now time.Time) config.Summary {
 	return s
 }
 
+// grantAllowances lists the tools grant g (index i) publishes, on its
+// own, to integration at now: each tool of the registry, and of the
+// upstream whose namespace it names. inNamespace describes the tools of
+// that namespace for a message.
+func grantAllowances(c config.Config, tools []*tool, g policy.Grant, i int, integration string, now time.Time) (rows []config.Allowance, inNamespace []string) {
+	if u := c.Upstream(g.Resource.Namespace); u != nil {
+		rows, inNamespace = brokeredAllowances(u, g, i, integration, now)
+	}
+	for _, t := range tools {
+		if t.scope.Namespace != g.Resource.Namespace {
+			continue
+		}
+		inNamespace = append(inNamespace, fmt.Sprintf("%s (%s on %s)", t.def.Name, t.action, t.scope))
+		if policy.Discoverable([]policy.Grant{g}, integration, t.scope, t.action, now) {
+			rows = append(rows, allowance(g, i, t.def.Name, t.action))
+		}
+	}
+	return rows, inNamespace
+}
+
 // brokeredAllowances lists what grant g (index i) publishes of upstream
 // u to integration: each configured tool whose action and resource it
 // reaches (the kernel's own rule, brokeredDiscoverable), and the tools no
 // [[upstream.tool]] names, action call on /<tool>: all of them ("u.*")
 // for a grant on u:/ and below, the one it names for a grant on u:/name.
 // inNamespace describes the configured tools for a message.
-func brokeredAllowances(u *upstream.Spec, g policy.Grant, i int, integration string, now time.Time, used map[string]bool) (rows []config.Allowance, inNamespace []string) {
-	one := []policy.Grant{g}
+func brokeredAllowances(u *upstream.Spec, g policy.Grant, i int, integration string, now time.Time) (rows []config.Allowance, inNamespace []string) {
+	one := &policy.Rules{Grants: []policy.Grant{g}}
 	row := func(tool, action string) config.Allowance {
-		used[action] = true
-		return config.Allowance{Tool: u.Name + "." + tool, Action: action, Resource: g.Resource, Descendants: g.Descendants, Expires: g.Expires, Grant: i}
+		return allowance(g, i, u.Name+"."+tool, action)
 	}
 	for _, n := range sortedNames(u.Tools) {
 		ts := u.Tools[n]
@@ -125,7 +133,7 @@ func brokeredAllowances(u *upstream.Spec, g policy.Grant, i int, integration str
 		}
 	}
 	inNamespace = append(inNamespace, fmt.Sprintf("%s.%s (every other tool: call on %s:/<tool>, known once it runs)", u.Name, config.AnyTool, u.Name))
-	if !policy.Discoverable(one, integration, g.Resource, policy.ActionCall, now) {
+	if !one.Discoverable(integration, policy.Scope{Resource: g.Resource, Below: true}, policy.ActionCall, now) {
 		return rows, inNamespace
 	}
 	p := g.Resource.Path
@@ -138,6 +146,135 @@ func brokeredAllowances(u *upstream.Spec, g policy.Grant, i int, integration str
 		}
 	}
 	return rows, inNamespace
+}
+
+// allowance is one row of grant g (index i): tool with action.
+func allowance(g policy.Grant, i int, tool, action string) config.Allowance {
+	return config.Allowance{Tool: tool, Action: action, Resource: g.Resource, Descendants: g.Descendants, Expires: g.Expires, Grant: i,
+		Ask: g.Ask, Limit: g.Limit, TurnLimit: g.TurnLimit}
+}
+
+// summarizeChildren adds what each child integration may do in effect:
+// each row its own grants (named for it, or integration:*) give it,
+// narrowed to what each ancestor may do too (policy.Rules.Narrow), with
+// the proof that each row lies within a grant of every ancestor. A grant
+// named for the child that gives it rows of its own, none of which
+// survive, can never match: a problem, like a grant no tool uses.
+func summarizeChildren(c config.Config, s *config.Summary, tools []*tool, now time.Time) {
+	rules := c.Rules()
+	for ci, d := range c.Integrations {
+		if d.Parent == "" {
+			continue
+		}
+		chain := c.Hierarchy.Chain(d.Name)
+		cs := config.ChildSummary{Name: d.Name, Chain: chain, Where: c.IntegrationRef(ci), Proved: true}
+		for i, g := range c.Grants {
+			if g.Subject != policy.SubjectWildcard && g.Subject != "integration:"+d.Name {
+				continue
+			}
+			if !g.Expires.IsZero() && !now.Before(g.Expires) {
+				continue
+			}
+			own, _ := grantAllowances(c, tools, g, i, d.Name, now)
+			survived, lacking := 0, ""
+			kept := map[string]bool{}   // actions with a row that survived
+			lost := map[string]string{} // actions with none: the ancestor lacking them
+			for _, a := range own {
+				scope, ok := rowScope(c, tools, a).Intersect(policy.Scope{Resource: g.Resource, Below: g.Descendants})
+				if !ok {
+					continue
+				}
+				parts := rules.Narrow(chain[1:], scope, a.Action, now)
+				if len(parts) == 0 {
+					l := firstLacking(&rules, chain[1:], scope, a.Action, now)
+					if lacking == "" {
+						lacking = l
+					}
+					if _, ok := lost[a.Action]; !ok {
+						lost[a.Action] = l
+					}
+				}
+				for _, p := range parts {
+					survived++
+					kept[a.Action] = true
+					row := config.EffectiveRow{Tool: a.Tool, Action: a.Action, Scope: p.Scope, Expires: g.Expires, Grants: append([]int{i}, p.Grants...), Ask: g.Ask}
+					for li, gi := range p.Grants {
+						ag := c.Grants[gi]
+						if !ag.Expires.IsZero() && (row.Expires.IsZero() || ag.Expires.Before(row.Expires)) {
+							row.Expires = ag.Expires
+						}
+						if ag.Ask == policy.AskOperator || ag.Ask == policy.AskHarness && row.Ask == "" {
+							row.Ask = ag.Ask
+						}
+						// The proof, checked rather than assumed: the row
+						// lies within the grant of each ancestor, which
+						// gives its action and is live now.
+						if !p.Scope.Within(policy.Scope{Resource: ag.Resource, Below: ag.Descendants}) || !slices.Contains(ag.Actions, a.Action) ||
+							(ag.Subject != policy.SubjectWildcard && ag.Subject != "integration:"+chain[li+1]) {
+							cs.Proved = false
+						}
+					}
+					cs.Rows = append(cs.Rows, row)
+				}
+			}
+			if g.Subject == policy.SubjectWildcard {
+				continue
+			}
+			if len(own) > 0 && survived == 0 {
+				s.Problems = append(s.Problems, config.Finding{Where: c.GrantRef(i), Msg: fmt.Sprintf(
+					"gives %s %s on %s, which its ancestor %s may never be allowed (no live grant of %s reaches it), so it can never match",
+					g.Subject, strings.Join(g.Actions, ", "), scopeText(g), lacking, lacking)})
+				continue
+			}
+			for _, a := range g.Actions {
+				if l, ok := lost[a]; ok && !kept[a] {
+					s.Warnings = append(s.Warnings, config.Finding{Where: c.GrantRef(i), Msg: fmt.Sprintf(
+						"gives %s %s on %s, which its ancestor %s may never be allowed; the grant's other actions stand", g.Subject, a, scopeText(g), l)})
+				}
+			}
+		}
+		sort.SliceStable(cs.Rows, func(a, b int) bool { return cs.Rows[a].Tool < cs.Rows[b].Tool })
+		if !cs.Proved {
+			s.Problems = append(s.Problems, config.Finding{Where: cs.Where, Msg: "what it may do in effect could not be shown within what each ancestor may: a kernel bug, please report it"})
+		}
+		s.Children = append(s.Children, cs)
+	}
+}
+
+// firstLacking is the first of levels at which scope loses every part.
+func firstLacking(rules *policy.Rules, levels []string, scope policy.Scope, action string, now time.Time) string {
+	for n := 1; n <= len(levels); n++ {
+		if len(rules.Narrow(levels[:n], scope, action, now)) == 0 {
+			return levels[n-1]
+		}
+	}
+	return levels[len(levels)-1]
+}
+
+// rowScope is where calls of an allowance's tool land: a tool of the
+// registry's or a configured brokered tool's own scope, or for an
+// upstream's other tools the resource the grant names.
+func rowScope(c config.Config, tools []*tool, a config.Allowance) policy.Scope {
+	for _, t := range tools {
+		if t.def.Name == a.Tool {
+			return t.catalogScope()
+		}
+	}
+	if up, name, ok := strings.Cut(a.Tool, "."); ok {
+		if u := c.Upstream(up); u != nil {
+			if ts, ok := u.Tools[name]; ok {
+				return templateScope(up, ts.Resource)
+			}
+			if name != config.AnyTool {
+				return policy.Scope{Resource: policy.Resource{Namespace: up, Path: "/" + name}}
+			}
+		}
+	}
+	return policy.Scope{Resource: a.Resource, Below: a.Descendants}
+}
+
+func scopeText(g policy.Grant) string {
+	return policy.Scope{Resource: g.Resource, Below: g.Descendants}.String()
 }
 
 func sortedNames[V any](m map[string]V) []string {
@@ -160,7 +297,7 @@ func toolGrants(c config.Config, integration, ns, template, action string, now t
 	}
 	var out []int
 	for i, g := range c.Grants {
-		if brokeredDiscoverable([]policy.Grant{g}, integration, ns, r, action, now) {
+		if brokeredDiscoverable(&policy.Rules{Grants: []policy.Grant{g}}, integration, ns, r, action, now) {
 			out = append(out, i)
 		}
 	}

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -254,5 +255,54 @@ actions = ["read"]
 	}})
 	if len(s.Problems) != 2 || s.Problems[1].String() != `k.toml:1: upstream gh: gh.read_me is not published (not_offered): a [[upstream.tool]] names "read_me", which the upstream does not offer (as the kernel reported at 2026-06-01T00:00:00Z)` {
 		t.Errorf("problems after the report %v", s.Problems)
+	}
+}
+
+// TestSummarizeChildren: a child's effective rows are its own grants
+// narrowed to its parent's, each naming the grant at each level and
+// checked to lie within them; a child grant its parent could never
+// satisfy is a problem, by its line.
+func TestSummarizeChildren(t *testing.T) {
+	c := mustParse(t, `[files]
+root = "/srv"
+
+[[grant]]
+subject = "integration:cc"
+resource = "files:/src"
+descendants = true
+actions = ["read", "write"]
+
+[[grant]]
+subject = "integration:cc.explorer"
+resource = "files:/"
+descendants = true
+actions = ["read"]
+
+[[grant]]
+subject = "integration:cc.explorer"
+resource = "files:/etc"
+descendants = true
+actions = ["write"]
+
+[[integration]]
+name = "cc.explorer"
+parent = "cc"
+`)
+	s := Summarize(c, summaryNow)
+	if len(s.Children) != 1 {
+		t.Fatalf("children %+v", s.Children)
+	}
+	ch := s.Children[0]
+	var got []string
+	for _, r := range ch.Rows {
+		got = append(got, fmt.Sprintf("%s %s %s %v", r.Tool, r.Action, r.Scope, r.Grants))
+	}
+	want := []string{"files.read read files:/src and below [1 0]"}
+	if !slices.Equal(got, want) || !ch.Proved || !slices.Equal(ch.Chain, []string{"cc.explorer", "cc"}) || ch.Where != `k.toml:22: integration "cc.explorer"` {
+		t.Errorf("child %+v\nrows %q, want %q", ch, got, want)
+	}
+	wantProblem := "k.toml:16: grant #3: gives integration:cc.explorer write on files:/etc and below, which its ancestor cc may never be allowed (no live grant of cc reaches it), so it can never match"
+	if len(s.Problems) != 1 || s.Problems[0].String() != wantProblem {
+		t.Errorf("problems %v, want %q", s.Problems, wantProblem)
 	}
 }

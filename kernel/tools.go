@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/clip"
@@ -55,10 +56,15 @@ type outcome struct {
 	output  any             // a json.RawMessage is sent as it is
 	text    string          // when set, sent as one text content block
 	content json.RawMessage // when set, the content blocks as they are (a brokered result)
-	acted   bool            // the call changed something (a file written, a turn escalated)
+	// acted says the call changed something (a file written, a turn
+	// escalated), or may have: a brokered call with an effect once its
+	// upstream may have received it, whatever it answered.
+	acted bool
 	// retryable says the same call may succeed later (a brokered call
-	// that timed out, an upstream restarting).
-	retryable bool
+	// that timed out, an upstream restarting, a limit whose window ends);
+	// retryAfter, when set, says after how long.
+	retryable  bool
+	retryAfter time.Duration
 }
 
 func succeeded(output any, text string) outcome {

@@ -37,10 +37,16 @@ type turn struct {
 	defs        []json.RawMessage
 	catalogHash string
 
-	seq   sequencer       // the order the turn's calls take effect in
-	slots chan struct{}   // one per call admitted and not yet answered
-	line  *bigLine        // the long-line token of the line being handled; read goroutine only
-	in    *jsonrpc.Reader // the connection's; read goroutine only
+	seq   sequencer     // the order the turn's calls take effect in
+	slots chan struct{} // one per call admitted and not yet answered
+	line  *bigLine      // the long-line token of the line being handled; read goroutine only
+
+	// budget are the turn's charges to grants with a turn_limit; read
+	// and changed only under the server's budgets.mu.
+	budget turnCounts
+	// operator is set once the connection asked an operator method; it
+	// can then never say hello (see operatorRequest).
+	operator bool
 
 	mu        sync.Mutex
 	escalated bool
@@ -50,7 +56,7 @@ type turn struct {
 
 func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
-	t := &turn{s: s, conn: conn, execID: newExecutionID(), calls: map[string]context.CancelFunc{}, slots: make(chan struct{}, s.turnCalls)}
+	t := &turn{s: s, conn: conn, execID: newExecutionID(), calls: map[string]context.CancelFunc{}, slots: make(chan struct{}, s.turnCalls), budget: turnCounts{}}
 	cred, err := s.PeerCred(conn)
 	if err != nil {
 		s.Log.Warn().Err(err).Str("executionId", t.execID).Msg("refused a connection: peer credentials unreadable")
@@ -58,7 +64,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		return
 	}
 	t.cred = cred
-	if !s.uidAllowed(cred.UID) {
+	if !s.mayConnect(cred.UID) {
 		s.Log.Warn().Uint32("uid", cred.UID).Int("pid", cred.PID).Msg("refused a connection: uid not served")
 		s.record(t.event(audit.EventTurnRefused, func(e *audit.Event) { e.Reason = "uid " + strconv.FormatUint(uint64(cred.UID), 10) + " is not served" }))
 		return
@@ -79,8 +85,6 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 		}
 	}()
 	r := jsonrpc.NewReader(conn, s.maxLine())
-	r.Ahead = true // a long argument is checked while it arrives
-	t.in = r
 	// A line longer than the read buffer is read on only with one of the
 	// kernel's few long-line tokens (see maxBigLines); the token goes
 	// with the line to the call it carries, which gives it back when
@@ -175,7 +179,7 @@ func (t *turn) event(name string, fill func(*audit.Event)) audit.Event {
 
 // handle serves one line and reports whether the connection stays open.
 func (t *turn) handle(line []byte) bool {
-	m, err := readMessage(t.in, line)
+	m, err := readMessage(line)
 	if err != nil {
 		t.writeError(nil, jsonrpc.CodeParseError, "not a JSON-RPC message", "")
 		return true
@@ -203,6 +207,9 @@ func (t *turn) handle(line []byte) bool {
 	if m.Method == kproto.MethodHello {
 		return t.hello(m)
 	}
+	if h, ok := operatorMethods[m.Method]; ok {
+		return t.operatorRequest(m, h)
+	}
 	if t.name == "" {
 		t.writeError(m.ID, jsonrpc.CodeInvalidRequest, "integration.hello must be the first request", kproto.ErrHelloRequired)
 		return true
@@ -222,15 +229,15 @@ func (t *turn) handle(line []byte) bool {
 	return true
 }
 
-// readMessage reads the envelope of the line r last read, as the shim
+// readMessage reads the envelope of a line, as the shim
 // and the kernel client read theirs (jsonrpc.ParseEnvelope, docs/adr/0004):
 // member names match exactly, so "Method" or "ID" is not a method or an
 // id, and a name that repeats takes its last value. Member types are checked as
 // json.Unmarshal into a jsonrpc.Message checked them. Params alias line,
 // which the caller reads before the next line; the id is copied, since
 // an invoke answers it later.
-func readMessage(r *jsonrpc.Reader, line []byte) (jsonrpc.Message, error) {
-	e, err := r.ParseEnvelope(line)
+func readMessage(line []byte) (jsonrpc.Message, error) {
+	e, err := jsonrpc.ParseEnvelope(line)
 	if err != nil {
 		return jsonrpc.Message{}, err
 	}
@@ -267,6 +274,20 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 		t.writeError(m.ID, jsonrpc.CodeInvalidRequest, "this connection already said hello; one connection is one turn", kproto.ErrAlreadyIntroduced)
 		return true
 	}
+	if t.operator {
+		t.writeError(m.ID, jsonrpc.CodeInvalidRequest, "this connection is the operator's; an integration says hello on a connection of its own", kproto.ErrAlreadyIntroduced)
+		return true
+	}
+	if !t.s.uidAllowed(t.cred.UID) {
+		// An operator uid that allow_uids does not name may ask operator
+		// methods only.
+		t.s.Log.Warn().Uint32("uid", t.cred.UID).Int("pid", t.cred.PID).Msg("refused a hello: uid served as operator only")
+		t.s.record(t.event(audit.EventTurnRefused, func(e *audit.Event) {
+			e.Reason = "uid " + strconv.FormatUint(uint64(t.cred.UID), 10) + " is served as operator only"
+		}))
+		t.writeError(m.ID, jsonrpc.CodeInvalidRequest, "this uid is served as the kernel's operator only, not as an integration", kproto.ErrOperatorOnly)
+		return false
+	}
 	var p kproto.HelloParams
 	if err := json.Unmarshal(m.Params, &p); err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "integration.hello params: "+err.Error(), "")
@@ -278,17 +299,9 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 		t.s.record(t.event(audit.EventTurnRefused, func(e *audit.Event) { e.Reason = "invalid integration name " + strconv.Quote(clip.String(p.Name, 128)) }))
 		return false
 	}
-	now := t.s.Now()
 	t.tools = map[string]*tool{}
 	var defs []hashing.Definition
-	var listed []*tool
-	for _, tl := range t.s.tools {
-		if policy.Discoverable(t.s.grants(), p.Name, tl.scope, tl.action, now) {
-			listed = append(listed, tl)
-		}
-	}
-	listed = append(listed, t.s.brokeredCatalogue(p.Name, now, hashing.MaxTools-len(listed))...)
-	for _, tl := range listed {
+	for _, tl := range t.s.catalogue(p.Name, t.s.Now()) {
 		raw := tl.raw
 		if raw == nil {
 			var err error
@@ -415,6 +428,11 @@ const (
 // record could not be written; retrying once the log works can succeed.
 const codeAuditUnavailable = "audit_unavailable"
 
+// codeOutcomeUnrecorded answers a call that acted, or may have, whose
+// outcome could not be recorded: its result is withheld, and it is never
+// retryable, since doing it again would act twice (docs/adr/0035).
+const codeOutcomeUnrecorded = "outcome_unrecorded"
+
 // invokeParams is tools.invoke's params as the kernel decodes them
 // (decodeInvokeParams).
 type invokeParams struct {
@@ -437,6 +455,7 @@ type call struct {
 	requested string // the resource the call named
 	resource  string // the resource decided on: where the named one really is
 	upstream  string // a brokered call's upstream
+	decided   *decision
 }
 
 // invoke admits a call in arrival order and runs it on its own goroutine
@@ -445,7 +464,7 @@ type call struct {
 // read behind it, while a write waits for what came before it and is
 // waited for by what comes after.
 func (t *turn) invoke(m jsonrpc.Message) {
-	p, err := decodeInvokeParamsIn(m.Params, t.in)
+	p, err := decodeInvokeParamsIn(m.Params, true)
 	if err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "tools.invoke params: "+err.Error(), "")
 		return
@@ -566,6 +585,9 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 	}
 	c.requested, c.resource = res.String(), res.String()
 	decided := false
+	// refused is the grants' refusal, whole: a file tool hands back only
+	// its status, code and message, not when to retry.
+	var refused *outcome
 	authorize := func(r policy.Resource) (outcome, bool) {
 		decided = true
 		c.resource = r.String()
@@ -575,13 +597,11 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 			// not the caller's to learn from a refusal.
 			via = ": a link on the way leads where the grants do not reach"
 		}
-		switch policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: tl.action, Time: t.s.Now()}) {
-		case policy.GrantExpired:
-			return denied(kproto.CodeGrantExpired, "the grant for %s on %s has expired%s", tl.action, shown(c.requested), via), false
-		case policy.NoMatchingGrant:
-			return denied(kproto.CodeNoMatchingGrant, "no grant allows %s on %s%s", tl.action, shown(c.requested), via), false
+		o, ok := t.authorize(&c, r, tl.action, via)
+		if !ok {
+			refused = &o
 		}
-		return outcome{}, true
+		return o, ok
 	}
 	if !tl.resolves {
 		if d, ok := authorize(res); !ok {
@@ -600,13 +620,11 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 				d, ok := authorize(r)
 				return d.refusal(), ok
 			},
-			Allowed: func(r policy.Resource, action string) bool {
-				return policy.Authorize(t.s.grants(), policy.Request{Integration: t.name, Resource: r, Action: action, Time: t.s.Now()}) == policy.Allowed
-			},
+			Allowed: t.allowedBeyond,
 			Commit: func() (files.Outcome, bool) {
 				if !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 					e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
-					e.Resource, e.Requested = c.resource, requestedIfOther(c)
+					e.Resource, e.Requested, e.Grants = c.resource, requestedIfOther(c), c.decided.grantRefs()
 				})) {
 					return auditUnavailable(false).refusal(), false
 				}
@@ -619,6 +637,9 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 		escalate: func(reason string) bool { return t.markEscalated(p.CallID, reason, "") },
 	}
 	o = tl.run(ctx, env, res, args)
+	if refused != nil && o.status == refused.status && o.code == refused.code {
+		o = *refused
+	}
 	if tl.resolves && !decided && o.status == kproto.StatusSucceeded {
 		// A resolving tool that never asked the grants has a bug; it must
 		// not be able to hand anything out because of it.
@@ -651,14 +672,18 @@ func requestedIfOther(c call) string {
 }
 
 // auditUnavailable answers a call whose record could not be written.
-// acted says the call had already changed something when the record of
-// its outcome failed; its decision was recorded before it acted.
+// acted says the call had already changed something, or may have, when
+// the record of its outcome failed; its decision was recorded before it
+// acted, and it is answered outcome_unrecorded, never retryable: a model
+// told to try again would do it twice. Otherwise nothing was done, and
+// trying again once the log works can succeed.
 func auditUnavailable(acted bool) outcome {
-	o := failed(codeAuditUnavailable, "the audit log cannot be written, so the kernel refuses calls until it can; nothing was done. Try again later.")
 	if acted {
-		o.message = "the call was carried out, but its outcome could not be recorded: the audit log cannot be written, and the kernel refuses calls until it can."
+		return failed(codeOutcomeUnrecorded, "the call was carried out, or reached what it acts on and may have been, "+
+			"but its outcome could not be recorded: the audit log cannot be written, so its result is withheld. "+
+			"Do not repeat it: check whether it took effect first. The kernel refuses calls until the log can be written.")
 	}
-	return o
+	return failed(codeAuditUnavailable, "the audit log cannot be written, so the kernel refuses calls until it can; nothing was done. Try again later.")
 }
 
 // answer records a call's outcome and then writes its result. Nothing is
@@ -668,9 +693,14 @@ func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, sta
 	r := resultOf(o)
 	took := time.Since(start)
 	d := took.Microseconds()
+	var nearest []audit.GrantRef
+	if o.status == kproto.StatusDenied {
+		nearest = c.decided.nearest(t.s.budgets, t.budget)
+	}
 	if !t.s.record(t.event(audit.EventToolInvoked, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = clip.String(p.CallID, maxCallIDBytes), seq, clip.String(p.Tool, 128), c.resource, requestedIfOther(c), c.action
 		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, clip.String(p.CatalogHash, 128), &d, c.upstream
+		e.Grants, e.Nearest, e.RetryAfterMs = c.decided.grantRefs(), nearest, r.RetryAfterMs
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}
@@ -722,10 +752,16 @@ func resultOf(o outcome) kproto.InvokeResult {
 		r.Content = o.content
 	}
 	retry := o.code == codeAuditUnavailable || o.retryable
-	if r.Status == kproto.StatusDenied || retry {
+	if r.Status == kproto.StatusDenied || retry || o.code == codeOutcomeUnrecorded {
 		// A refusal stands until the grants change; retrying the same
-		// call cannot help. A log that cannot be written may work again.
+		// call cannot help. A log that cannot be written may work again,
+		// and a limit's window ends. A call that acted is said not to be
+		// retryable in so many words.
 		r.Retryable = &retry
+	}
+	if o.retryAfter > 0 {
+		ms := max(o.retryAfter.Milliseconds(), 1)
+		r.RetryAfterMs = &ms
 	}
 	return r
 }

@@ -32,6 +32,8 @@ func TestDecodeInvokeMatchesEncodingJSON(t *testing.T) {
 		`{"status":"denied","code":"no_matching_grant","message":"no grant \u00e9","retryable":false,"extra":{"x":1}}`,
 		`{"status":"failed","retryable":true,"output":null,"message":null}`,
 		`{"status":"x","status":"y","retryable":null}`,
+		`{"status":"denied","code":"rate_limited","retryable":true,"retryAfterMs":2700000}`,
+		`{"status":"denied","retryAfterMs":null}`,
 	} {
 		got, err := decodeInvoke([]byte(raw))
 		var want kproto.InvokeResult
@@ -42,7 +44,7 @@ func TestDecodeInvokeMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("%s:\ndecodeInvoke   %+v\njson.Unmarshal %+v", raw, got, want)
 		}
 	}
-	for _, raw := range []string{`{"status":1}`, `{"retryable":"yes"}`, `[1]`, `{"status":"x"`} {
+	for _, raw := range []string{`{"status":1}`, `{"retryable":"yes"}`, `[1]`, `{"status":"x"`, `{"retryAfterMs":1.5}`, `{"retryAfterMs":"5"}`, `{"retryAfterMs":1e3}`} {
 		if _, err := decodeInvoke([]byte(raw)); err == nil {
 			t.Errorf("decodeInvoke(%s) accepted it", raw)
 		}

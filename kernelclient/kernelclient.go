@@ -78,24 +78,31 @@ func (o Options) Trusted(uid uint32) bool {
 }
 
 // Client is one connection to the kernel, that is, one turn.
+//
+// Requests are queued, in the order they are made, and written by one
+// goroutine of the client's (writeLoop): a caller never waits for the
+// kernel to read (WaitRoom bounds the queue for a caller that may flood
+// it), and requests queued while a write is under way go together in the
+// next one. Answers are read by another (readLoop), which copies each once
+// out of its read buffer and hands it over.
 type Client struct {
 	conn *net.UnixConn
 	r    *jsonrpc.Reader
 
-	wmu      sync.Mutex // serializes writes
-	wbuf     []byte     // requests encoded and not yet written (see Deferred)
-	maxSend  int        // the kernel's line limit, from hello
-	wtimeout time.Duration
-	wdl      time.Time // the write deadline set last
-
-	// What a kernel that stopped reading has not taken (see put), and
-	// the goroutine writing it.
-	backlog  []byte
-	draining bool
-	drained  *sync.Cond  // on wmu: the backlog shrank or failed
-	werr     error       // the backlog could not be written: the connection is lost
-	vec      net.Buffers // the pieces of the write under way, in vecs
-	vecs     [3][]byte
+	wmu        sync.Mutex
+	more       *sync.Cond  // on wmu: writeLoop waits for requests
+	room       *sync.Cond  // on wmu: a sender waits for the queue to shrink
+	queue      net.Buffers // requests encoded and not yet taken by writeLoop
+	spareQueue net.Buffers // the backing array of the last batch written, for the next queue
+	open       bool        // queue's last buffer is a small one more requests are appended to
+	queued     int         // bytes in queue and in the write under way
+	spare      []byte      // a small buffer writeLoop has written, for the next requests
+	werr       error       // a write failed: the connection is lost and nothing more is written
+	closing    bool        // Close was called
+	maxSend    int         // the kernel's line limit, from hello
+	wtimeout   time.Duration
+	wdone      chan struct{} // closed when writeLoop returns
+	vec        net.Buffers   // the batch writeLoop is writing, consumed as written
 
 	mu       sync.Mutex
 	nextID   int64
@@ -107,24 +114,23 @@ type Client struct {
 
 // Answer is the kernel's answer to one request, not yet decoded: a result
 // or an error (a KernelError, or ErrClosed when the connection was lost).
+// Its result is its own copy, out of the line that the client checked
+// whole before handing it over.
 type Answer struct {
 	result json.RawMessage
 	err    error
-	in     *jsonrpc.Reader // what read result, while it reads nothing else
 }
 
-// waiter is who waits for one request's answer: a channel, which gets the
-// answer with a line of its own, or a function (StartInvokeFunc), which
-// reads it in place.
+// waiter is who waits for one request's answer: a channel, or a function
+// (StartInvokeFunc) that takes it on the goroutine reading the kernel.
 type waiter struct {
 	ch chan Answer
-	f  func(a Answer, last bool)
+	f  func(Answer)
 }
 
 // readBuffer holds a whole tools.list answer for 512 tools (about half a
-// megabyte), so it is read in place rather than assembled from pieces.
-// Only the pages a message reaches are ever touched: small messages reuse
-// the start of the buffer.
+// megabyte) without growing. Only the pages a message reaches are ever
+// touched: small messages reuse the start of the buffer.
 const readBuffer = 1 << 20
 
 // socketBuffer is the socket buffer asked for on each side of the
@@ -163,24 +169,38 @@ func Dial(opts Options) (*Client, error) {
 		r:        jsonrpc.NewReaderSize(conn, opts.MaxLine, readBuffer),
 		maxSend:  jsonrpc.DefaultMaxLine,
 		wtimeout: opts.WriteTimeout,
+		wdone:    make(chan struct{}),
 		pending:  make(map[int64]waiter),
 		done:     make(chan struct{}),
 	}
-	c.drained = sync.NewCond(&c.wmu)
-	// Results are relayed from where they are read; the few answers a
-	// channel waits for are copied out (Take).
-	c.r.MapLong = true
-	c.r.Ahead = true // a long result is checked while it arrives
+	c.more = sync.NewCond(&c.wmu)
+	c.room = sync.NewCond(&c.wmu)
 	go c.readLoop()
+	go c.writeLoop()
 	return c, nil
 }
 
-// Close closes the connection, which ends the turn at the kernel.
+// Close closes the connection, which ends the turn at the kernel, and
+// returns once the client's goroutines have. What is queued (a last
+// call.cancel) is written first, if the kernel takes it within
+// closeFlush.
 func (c *Client) Close() error {
+	c.wmu.Lock()
+	c.closing = true
+	c.more.Broadcast()
+	c.room.Broadcast()
+	c.wmu.Unlock()
+	c.conn.SetWriteDeadline(time.Now().Add(closeFlush))
+	<-c.wdone
 	err := c.conn.Close()
 	<-c.done
 	return err
 }
+
+// closeFlush bounds how long Close waits for the kernel to take what is
+// queued: a kernel that reads takes it at once, and one that has stopped
+// reading must not hold up the end of the turn.
+const closeFlush = 100 * time.Millisecond
 
 // OnProgress sets the function the kernel's call.progress reports go to.
 // It runs on the goroutine that reads the kernel's answers, so it must not
@@ -195,24 +215,23 @@ func (c *Client) readLoop() {
 	var err error
 	for {
 		var line []byte
-		// In place: a function waiter reads its answer before the next
-		// line is read, and a channel waiter is given the line (take).
-		// The read buffer keeps the size the longest answer grew it to,
-		// so a turn that relays large results does not regrow it for
-		// each of them.
+		// In place: what is kept of a line is copied out of it before
+		// the next read (deliver). The read buffer keeps the size the
+		// longest answer grew it to, so a turn that relays large
+		// results does not regrow it for each of them.
 		line, err = c.r.ReadLine()
 		if errors.Is(err, jsonrpc.ErrLineTooLong) {
 			// One answer too long to take fails its own request, not
 			// the turn.
 			if id, ok := leadingID(c.r.Skipped()); ok {
-				c.deliver(id, nil, Answer{err: ErrAnswerTooLarge})
+				c.deliver(id, jsonrpc.Envelope{}, ErrAnswerTooLarge)
 			}
 			continue
 		}
 		if err != nil {
 			break
 		}
-		m, perr := c.r.ParseEnvelope(line)
+		m, perr := jsonrpc.ParseEnvelope(line)
 		if perr != nil {
 			continue // ignore what we cannot use
 		}
@@ -223,7 +242,7 @@ func (c *Client) readLoop() {
 			continue // the kernel sends us no requests
 		}
 		if id, ok := parseID(m.ID); ok {
-			c.deliver(id, line, answer(m))
+			c.deliver(id, m, nil)
 		}
 	}
 	c.mu.Lock()
@@ -232,15 +251,16 @@ func (c *Client) readLoop() {
 	c.pending = map[int64]waiter{}
 	c.mu.Unlock()
 	for _, w := range pending {
-		w.give(Answer{err: c.err}, true)
+		w.give(Answer{err: c.err})
 	}
 	c.conn.Close()
 	close(c.done)
 }
 
-// deliver hands a request its answer, if it is still awaited. line is the
-// line the answer's result is a slice of, in the read buffer.
-func (c *Client) deliver(id int64, line []byte, a Answer) {
+// deliver hands a request its answer, if it is still awaited: the
+// answer m, a message of the line just read, or err. What the waiter
+// keeps of m is copied out of the read buffer here, once.
+func (c *Client) deliver(id int64, m jsonrpc.Envelope, err error) {
 	c.mu.Lock()
 	w, ok := c.pending[id]
 	delete(c.pending, id)
@@ -248,25 +268,16 @@ func (c *Client) deliver(id int64, line []byte, a Answer) {
 	if !ok {
 		return
 	}
-	if w.ch != nil && a.result != nil {
-		// A channel waiter reads the answer later, on another goroutine:
-		// the result moves with its line out of the read buffer.
-		// result is line[start:...]; both end where the read buffer
-		// ends, so their capacities differ by start.
-		owned := c.r.Take(line)
-		start := cap(line) - cap(a.result)
-		a.result = owned[start : start+len(a.result) : start+len(a.result)]
+	if err != nil {
+		w.give(Answer{err: err})
+		return
 	}
-	if w.f != nil {
-		// A function waiter reads the answer now, before the next line.
-		a.in = c.r
-	}
-	w.give(a, !c.r.Buffered())
+	w.give(answer(m))
 }
 
-func (w waiter) give(a Answer, last bool) {
+func (w waiter) give(a Answer) {
 	if w.f != nil {
-		w.f(a, last)
+		w.f(a)
 		return
 	}
 	w.ch <- a
@@ -297,10 +308,11 @@ func leadingID(b []byte) (int64, bool) {
 	return parseID(raw)
 }
 
-// answer turns the kernel's response into what the waiting call gets.
+// answer turns the kernel's response into what the waiting call gets,
+// its own copy of the result.
 func answer(m jsonrpc.Envelope) Answer {
 	if m.Error == nil || string(m.Error) == "null" {
-		return Answer{result: m.Result}
+		return Answer{result: bytes.Clone(m.Result)}
 	}
 	ke := &KernelError{}
 	if err := json.Unmarshal(m.Error, &ke.RPC); err != nil {
@@ -339,17 +351,13 @@ type Call struct {
 // start sends one request and returns without waiting for the answer, so
 // the caller can send requests in one order and wait for them in parallel.
 func (c *Client) start(method string, params any) (*Call, error) {
-	return c.startWrite(method, params, false)
-}
-
-func (c *Client) startWrite(method string, params any, deferred bool) (*Call, error) {
 	ch := make(chan Answer, 1)
 	call, err := c.register(method, waiter{ch: ch})
 	if err != nil {
 		return nil, err
 	}
 	call.ch = ch
-	if err := c.send(call.id, method, params, deferred); err != nil {
+	if err := c.send(call.id, method, params); err != nil {
 		c.forget(call.id)
 		return nil, err
 	}
@@ -358,14 +366,22 @@ func (c *Client) startWrite(method string, params any, deferred bool) (*Call, er
 
 // register gives a request its id and w as who waits for its answer.
 func (c *Client) register(method string, w waiter) (*Call, error) {
+	id, err := c.registerID(w)
+	if err != nil {
+		return nil, err
+	}
+	return &Call{c: c, id: id, method: method}, nil
+}
+
+func (c *Client) registerID(w waiter) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
-		return nil, c.err
+		return 0, c.err
 	}
 	c.nextID++
 	c.pending[c.nextID] = w
-	return &Call{c: c, id: c.nextID, method: method}, nil
+	return c.nextID, nil
 }
 
 // wait waits for the answer or ctx. On ctx expiry the request is
@@ -426,9 +442,8 @@ func (c *Client) forget(id int64) {
 	c.mu.Unlock()
 }
 
-// send writes one request (id > 0) or notification (id == 0), after any
-// deferred ones; a deferred request waits in wbuf for the next write.
-func (c *Client) send(id int64, method string, params any, deferred bool) error {
+// send queues one request (id > 0) or notification (id == 0).
+func (c *Client) send(id int64, method string, params any) error {
 	p, ok := params.(json.RawMessage)
 	if !ok {
 		var err error
@@ -438,7 +453,12 @@ func (c *Client) send(id int64, method string, params any, deferred bool) error 
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	b := append(c.wbuf, `{"jsonrpc":"2.0",`...)
+	if err := c.writable(); err != nil {
+		return err
+	}
+	b := c.openBuffer()
+	start := len(b)
+	b = append(b, `{"jsonrpc":"2.0",`...)
 	if id > 0 {
 		b = append(b, `"id":`...)
 		b = strconv.AppendInt(b, id, 10)
@@ -449,143 +469,149 @@ func (c *Client) send(id int64, method string, params any, deferred bool) error 
 	b = append(b, `,"params":`...)
 	b = append(b, p...)
 	b = append(b, "}\n"...)
-	if len(b)-len(c.wbuf)-1 > c.maxSend {
-		// Refused, not written; the requests held back before it go as
-		// they would have.
-		c.wbuf = b[:len(c.wbuf)]
-		if !deferred && len(c.wbuf) > 0 {
-			if err := c.write(c.wbuf); err != nil {
-				return err
-			}
-		}
+	if len(b)-start-1 > c.maxSend {
+		c.unqueue(b[:start])
 		return fmt.Errorf("%s: %w (%d bytes)", method, ErrRequestTooLarge, c.maxSend)
 	}
-	if deferred && len(b) < maxDeferred {
-		c.wbuf = b
-		return nil
-	}
-	return c.write(b)
-}
-
-// maxDeferred bounds the bytes deferred requests may hold back.
-const maxDeferred = 64 << 10
-
-// write writes b, which holds every deferred request, and empties wbuf.
-// A failed write closes the connection, so every call waiting on an
-// answer, deferred ones included, gets ErrClosed from the read loop.
-func (c *Client) write(b []byte) error {
-	c.wbuf = b[:0]
-	c.vec = append(c.vecs[:0], b)
-	return c.put()
-}
-
-// writev is write for a request in pieces: b (the deferred requests and
-// the request's head), the arguments as the caller holds them, and tail.
-func (c *Client) writev(b, args, tail []byte) error {
-	c.wbuf = b[:0]
-	c.vec = append(c.vecs[:0], b, args, tail)
-	return c.put()
-}
-
-// stallTimeout is how long a write waits for a kernel that takes
-// nothing before what is left of it goes to the backlog.
-const stallTimeout = 50 * time.Millisecond
-
-// maxBacklog bounds the backlog: past it a writer waits for the kernel.
-const maxBacklog = 2 * jsonrpc.DefaultMaxLine
-
-// put writes c.vec, whole, in order after everything written before. wmu
-// is held. The caller (the shim's stdin reader) must not wait for a
-// kernel that has stopped reading: cancellations, pings and EOF keep
-// coming. So a write waits at most stallTimeout; what the kernel has not
-// taken by then is copied to the backlog, which a goroutine of its own
-// writes within the write timeout, and every later request joins the
-// backlog until it is written. Only a backlog over maxBacklog makes the
-// caller wait. A write that fails, then or later, closes the connection.
-func (c *Client) put() error {
-	defer clear(c.vecs[:]) // the pieces are the caller's
-	for c.draining && len(c.backlog) > maxBacklog && c.werr == nil {
-		c.drained.Wait()
-	}
-	if c.werr != nil {
-		return c.werr
-	}
-	if c.draining {
-		for _, b := range c.vec {
-			c.backlog = append(c.backlog, b...)
-		}
-		return nil
-	}
-	if now := time.Now(); c.wdl.Sub(now) < stallTimeout/2 {
-		// Moved only when half of it is used up, so most writes pay a
-		// clock read and nothing else.
-		c.wdl = now.Add(stallTimeout)
-		c.conn.SetWriteDeadline(c.wdl)
-	}
-	var err error
-	if len(c.vec) == 1 {
-		var n int
-		n, err = c.conn.Write(c.vec[0])
-		c.vec[0] = c.vec[0][n:]
-	} else {
-		_, err = c.vec.WriteTo(c.conn) // consumes what it writes
-	}
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		c.conn.Close()
-		return fmt.Errorf("%w: %v", ErrClosed, err)
-	}
-	// c.vec is what the kernel has not taken.
-	c.backlog = c.backlog[:0]
-	for _, b := range c.vec {
-		c.backlog = append(c.backlog, b...)
-	}
-	c.draining = true
-	go c.drain()
+	c.queueOpen(b, len(b)-start)
 	return nil
 }
 
-// drain writes the backlog until it is empty, within the write timeout
-// for each piece it takes, and closes the connection if the kernel does
-// not take it.
-func (c *Client) drain() {
+// maxQueued is how many bytes may be queued for the kernel before
+// WaitRoom waits for writeLoop, and so for the kernel to read.
+const maxQueued = 2 * jsonrpc.DefaultMaxLine
+
+// smallBuffer is the size of the buffer small requests are appended to,
+// and the largest one writeLoop keeps for reuse.
+const smallBuffer = 16 << 10
+
+// writable returns, with wmu held, the error that keeps anything more
+// from being written.
+func (c *Client) writable() error {
+	switch {
+	case c.werr != nil:
+		return c.werr
+	case c.closing:
+		return ErrClosed
+	}
+	return nil
+}
+
+// WaitRoom waits until at most maxQueued bytes are queued for the kernel,
+// the connection is lost, or ctx ends, and returns ctx's error in the last
+// case. A sender never waits inside the client: one that may flood it (the
+// shim's stdin reader) calls this first, holding no lock of its own that
+// the kernel's answers need, so stdin is read on while the kernel is at
+// most that far behind, and memory stays bounded when it stops reading.
+func (c *Client) WaitRoom(ctx context.Context) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	var spare []byte
-	for len(c.backlog) > 0 && c.werr == nil {
-		b := c.backlog
-		c.backlog = spare[:0]
-		c.wmu.Unlock()
-		deadline := time.Time{}
-		if c.wtimeout > 0 {
-			deadline = time.Now().Add(c.wtimeout)
-		}
-		c.conn.SetWriteDeadline(deadline)
-		_, err := c.conn.Write(b)
+	if c.queued <= maxQueued {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
 		c.wmu.Lock()
+		c.room.Broadcast()
+		c.wmu.Unlock()
+	})
+	defer stop()
+	for c.queued > maxQueued && c.werr == nil && !c.closing && ctx.Err() == nil {
+		c.room.Wait()
+	}
+	return ctx.Err()
+}
+
+// openBuffer returns the buffer a small request is appended to, with wmu
+// held: the queue's last one while it is open, else the spare one or a
+// new one. The caller appends, then calls queueOpen or unqueue.
+func (c *Client) openBuffer() []byte {
+	if c.open {
+		return c.queue[len(c.queue)-1]
+	}
+	b := c.spare
+	c.spare = nil
+	if b == nil {
+		b = make([]byte, 0, smallBuffer)
+	}
+	return b[:0]
+}
+
+// queueOpen queues b, the buffer openBuffer gave with n bytes appended
+// to it, and wakes writeLoop.
+func (c *Client) queueOpen(b []byte, n int) {
+	if c.open {
+		c.queue[len(c.queue)-1] = b
+	} else {
+		c.queue = append(c.queue, b)
+		c.open = true
+	}
+	c.queued += n
+	c.more.Signal()
+}
+
+// unqueue drops what was appended to b, the buffer openBuffer gave: a
+// request refused before it was queued.
+func (c *Client) unqueue(b []byte) {
+	if !c.open {
+		c.spare = b[:0]
+	}
+}
+
+// queueOwn queues b, a request in a buffer of its own (large arguments),
+// and wakes writeLoop.
+func (c *Client) queueOwn(b []byte) {
+	c.queue = append(c.queue, b)
+	c.open = false
+	c.queued += len(b)
+	c.more.Signal()
+}
+
+// writeLoop writes what is queued, everything queued at once in one
+// writev, until Close or a failed write. Each write waits at most the
+// write timeout for the kernel to take it; past it, or on any error, the
+// connection is closed, so every call waiting on an answer gets ErrClosed
+// from readLoop.
+func (c *Client) writeLoop() {
+	defer close(c.wdone)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var taken net.Buffers
+	for {
+		for len(c.queue) == 0 && !c.closing {
+			c.more.Wait()
+		}
+		if len(c.queue) == 0 || c.werr != nil {
+			return // closing, with nothing left to write
+		}
+		closing := c.closing
+		c.vec, taken = c.queue, c.queue
+		c.queue = c.spareQueue[:0]
+		n := c.queued // what this write takes: it counts until written
+		c.open = false
+		var small []byte // kept for reuse once written
+		if b := taken[0]; cap(b) <= smallBuffer {
+			small = b[:0]
+		}
+		c.wmu.Unlock()
+		if c.wtimeout > 0 && !closing { // closing: Close has set the deadline
+			c.conn.SetWriteDeadline(time.Now().Add(c.wtimeout))
+		}
+		_, err := c.vec.WriteTo(c.conn) // consumes c.vec, not taken
+		c.wmu.Lock()
+		clear(taken) // written: a large request is not kept alive by the queue
+		c.spareQueue = taken
+		c.queued -= n
+		c.room.Broadcast()
 		if err != nil {
 			c.werr = fmt.Errorf("%w: %v", ErrClosed, err)
 			c.conn.Close()
+			c.room.Broadcast()
+			return
 		}
-		spare = b
-		c.drained.Broadcast()
+		if small != nil && c.spare == nil {
+			c.spare = small
+		}
 	}
-	c.backlog = nil // a stall's copy is not kept for the turn
-	c.draining = false
-	c.wdl = time.Time{} // the next write sets its own deadline
-	c.drained.Broadcast()
-}
-
-// Flush writes the requests StartInvokeDeferred held back.
-func (c *Client) Flush() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if len(c.wbuf) == 0 {
-		return nil
-	}
-	return c.write(c.wbuf)
 }
 
 // Hello introduces the turn. It must be the first request.
@@ -653,44 +679,34 @@ func decodeList(raw []byte) (kproto.ListResult, error) {
 
 // StartInvoke sends tools.invoke without waiting for the answer.
 func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
-	return c.startInvoke(p, false, nil)
+	return c.startInvoke(p)
 }
 
-// StartInvokeDeferred is StartInvoke for a caller that knows more
-// requests follow at once: the request is held back until the next
-// request that is not deferred, or Flush, writes it with the others. A
-// caller that defers must Flush before it waits on anything.
-func (c *Client) StartInvokeDeferred(p kproto.InvokeParams) (*Call, error) {
-	return c.startInvoke(p, true, nil)
-}
-
-// StartInvokeFunc is StartInvoke (or, deferred, StartInvokeDeferred) for
-// a caller that takes the answer where it is read rather than on the
-// call's channel: f runs on the goroutine that reads the kernel's
-// answers, once, unless the call is abandoned first, and may run before
-// StartInvokeFunc returns. The answer's result is a slice of the
-// client's read buffer, valid only until f returns; last reports that no
-// other message from the kernel is read yet, so nothing else waits on f.
-// f must not block on the kernel, and every other answer and progress
-// report waits while it runs. Answer on the returned call is nil.
-//
-// It is how the shim relays a call without a hand-off between goroutines
-// and a result without a copy: rendered, and written, as it is read.
-func (c *Client) StartInvokeFunc(p kproto.InvokeParams, deferred bool, f func(a Answer, last bool)) (*Call, error) {
-	return c.startInvoke(p, deferred, f)
-}
-
-func (c *Client) startInvoke(p kproto.InvokeParams, deferred bool, f func(Answer, bool)) (*Call, error) {
-	w := waiter{f: f}
-	if f == nil {
-		w.ch = make(chan Answer, 1)
+// StartInvokeFunc is StartInvoke for a caller that takes the answer from
+// the goroutine reading the kernel's answers rather than on a channel: f
+// runs there, once, after StartInvokeFunc has returned nil. The answer is
+// f's to keep. f must not block: every other answer and progress report
+// waits while it runs.
+func (c *Client) StartInvokeFunc(p kproto.InvokeParams, f func(Answer)) error {
+	id, err := c.registerID(waiter{f: f})
+	if err != nil {
+		return err
 	}
-	call, err := c.register(kproto.MethodInvoke, w)
+	if err := c.sendInvoke(id, p); err != nil {
+		c.forget(id)
+		return err
+	}
+	return nil
+}
+
+func (c *Client) startInvoke(p kproto.InvokeParams) (*Call, error) {
+	ch := make(chan Answer, 1)
+	call, err := c.register(kproto.MethodInvoke, waiter{ch: ch})
 	if err != nil {
 		return nil, err
 	}
-	call.ch = w.ch
-	if err := c.sendInvoke(call.id, p, deferred); err != nil {
+	call.ch = ch
+	if err := c.sendInvoke(call.id, p); err != nil {
 		c.forget(call.id)
 		return nil, err
 	}
@@ -725,56 +741,54 @@ func invokeArguments(p kproto.InvokeParams) []byte {
 	return p.Arguments
 }
 
-// inlineArguments is the most arguments a tools.invoke copies into the
-// write buffer. Larger ones (a file's content) go to the socket from
-// where they are, in one writev with the request around them, so a
-// payload is never copied on its way to the kernel.
-const inlineArguments = 32 << 10
+// inlineArguments is the most arguments a tools.invoke is appended to
+// the small requests' buffer with. Larger ones (a file's content) are
+// copied into a buffer of their own, of the request's size, so the small
+// buffer stays small.
+const inlineArguments = 8 << 10
 
-// sendInvoke writes one tools.invoke, after any deferred requests. A
-// call with small arguments may be deferred; one with large arguments
-// never is.
-func (c *Client) sendInvoke(id int64, p kproto.InvokeParams, deferred bool) error {
+// sendInvoke queues one tools.invoke. Its arguments are copied, once,
+// into the queue: the caller's are a slice of its own read buffer.
+func (c *Client) sendInvoke(id int64, p kproto.InvokeParams) error {
 	args := invokeArguments(p)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	start := len(c.wbuf)
-	b := append(c.wbuf, `{"jsonrpc":"2.0","id":`...)
-	b = strconv.AppendInt(b, id, 10)
-	b = append(b, `,"method":"`+kproto.MethodInvoke+`","params":`...)
-	b, tail := invokeParts(b, p)
+	if err := c.writable(); err != nil {
+		return err
+	}
+	var head [96]byte
+	h := append(head[:0], `{"jsonrpc":"2.0","id":`...)
+	h = strconv.AppendInt(h, id, 10)
+	h = append(h, `,"method":"`+kproto.MethodInvoke+`","params":`...)
+	h, tail := invokeParts(h, p)
 	tail = append(tail, "}\n"...)
-	if n := len(b) - start + len(args) + len(tail) - 1; n > c.maxSend {
-		c.wbuf = b[:start]
-		if !deferred && start > 0 {
-			if err := c.write(c.wbuf); err != nil {
-				return err
-			}
-		}
+	n := len(h) + len(args) + len(tail)
+	if n-1 > c.maxSend {
 		return fmt.Errorf("%s: %w (%d bytes)", kproto.MethodInvoke, ErrRequestTooLarge, c.maxSend)
 	}
 	if len(args) > inlineArguments {
-		return c.writev(b, args, tail)
-	}
-	b = append(b, args...)
-	b = append(b, tail...)
-	if deferred && len(b) < maxDeferred {
-		c.wbuf = b
+		// make and append, not slices.Concat: under the race detector
+		// Concat allocates its size twice.
+		c.queueOwn(append(append(append(make([]byte, 0, n), h...), args...), tail...))
 		return nil
 	}
-	return c.write(b)
+	b := c.openBuffer()
+	b = append(append(append(b, h...), args...), tail...)
+	c.queueOpen(b, n)
+	return nil
 }
 
 // Err is the answer's error, for a request whose result carries nothing
 // (turn.escalate): nil when the kernel answered with a result.
 func (a Answer) Err() error { return a.err }
 
-// Invoke decodes the answer to tools.invoke.
+// Invoke decodes the answer to tools.invoke. Its members are found without
+// checking them again: the client checked the line they came in whole.
 func (a Answer) Invoke() (kproto.InvokeResult, error) {
 	if a.err != nil {
 		return kproto.InvokeResult{}, a.err
 	}
-	r, err := decodeInvokeWith(a.result, true, a.in)
+	r, err := decodeInvokeWith(a.result, true)
 	if err != nil {
 		return kproto.InvokeResult{}, fmt.Errorf("decode %s result: %w", kproto.MethodInvoke, err)
 	}
@@ -785,14 +799,13 @@ func (a Answer) Invoke() (kproto.InvokeResult, error) {
 // kproto.InvokeResult, names matched exactly, without reflection: output
 // and content stay slices of the kernel's line.
 func decodeInvoke(raw []byte) (kproto.InvokeResult, error) {
-	return decodeInvokeWith(raw, false, nil)
+	return decodeInvokeWith(raw, false)
 }
 
 // decodeInvokeWith is decodeInvoke, or, when checked, the same for a
-// result that is a value of a line ParseEnvelope has checked, read by in
-// (nil when it is not reading it now): its members are found without
-// reading them again.
-func decodeInvokeWith(raw []byte, checked bool, in *jsonrpc.Reader) (kproto.InvokeResult, error) {
+// result that is (a copy of) a value of a line ParseEnvelope has checked:
+// its members are found without checking them again.
+func decodeInvokeWith(raw []byte, checked bool) (kproto.InvokeResult, error) {
 	var r kproto.InvokeResult
 	member := func(key, value []byte) error {
 		var err error
@@ -817,6 +830,8 @@ func decodeInvokeWith(raw []byte, checked bool, in *jsonrpc.Reader) (kproto.Invo
 			default:
 				err = errors.New("not a boolean")
 			}
+		case `"retryAfterMs"`:
+			r.RetryAfterMs, err = decodeMillis(value)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
@@ -825,16 +840,30 @@ func decodeInvokeWith(raw []byte, checked bool, in *jsonrpc.Reader) (kproto.Invo
 	}
 	var err error
 	if checked {
-		err = in.EachValidMember(raw, member)
+		err = jsonrpc.EachValidMember(raw, member)
 	} else {
 		err = jsonrpc.EachMember(raw, member)
 	}
 	return r, err
 }
 
+// decodeMillis reads a count of milliseconds as json.Unmarshal reads it
+// into an *int64: null is nil, and anything but a whole number that fits
+// is an error.
+func decodeMillis(value []byte) (*int64, error) {
+	if string(value) == "null" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(string(value), 10, 64)
+	if err != nil {
+		return nil, errors.New("not a whole number of milliseconds")
+	}
+	return &n, nil
+}
+
 // Cancel tells the kernel to stop a call; it does not wait.
 func (c *Client) Cancel(callID string) error {
-	return c.send(0, kproto.MethodCancel, kproto.CancelParams{CallID: callID}, false)
+	return c.send(0, kproto.MethodCancel, kproto.CancelParams{CallID: callID})
 }
 
 // StartEscalate reports that the turn ends by asking a person, without

@@ -1,14 +1,18 @@
 package kernelclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
@@ -119,16 +123,16 @@ func TestPendingCallsFailWhenTheKernelGoes(t *testing.T) {
 	}
 }
 
-// TestDeferredInvokesGoOutInOrder holds two calls back and sends
-// call.cancel, which must write them first: the kernel sees the three in
-// the order they were made, and both calls are answered.
-func TestDeferredInvokesGoOutInOrder(t *testing.T) {
+// TestQueuedRequestsGoOutInOrder makes two calls and a call.cancel
+// without waiting: the kernel sees the three in the order they were made,
+// and both calls are answered.
+func TestQueuedRequestsGoOutInOrder(t *testing.T) {
 	k, c := introduced(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var calls []*Call
 	for _, arg := range []string{`{"n":1}`, `{"n":2}`} {
-		call, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c" + arg[5:6], Tool: "files.read", Arguments: []byte(arg), CatalogHash: k.Hash})
+		call, err := c.StartInvoke(kproto.InvokeParams{CallID: "c" + arg[5:6], Tool: "files.read", Arguments: []byte(arg), CatalogHash: k.Hash})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +143,7 @@ func TestDeferredInvokesGoOutInOrder(t *testing.T) {
 	}
 	for i, call := range calls {
 		if _, err := result(ctx, call); err != nil {
-			t.Fatalf("call %d: %v (held back and never written?)", i+1, err)
+			t.Fatalf("call %d: %v", i+1, err)
 		}
 	}
 	if err := c.call(ctx, kproto.MethodPing, struct{}{}, nil); err != nil { // the kernel has read everything before it
@@ -148,23 +152,6 @@ func TestDeferredInvokesGoOutInOrder(t *testing.T) {
 	want := []string{"hello a", `invoke files.read args={"n":1}`, `invoke files.read args={"n":2}`, "cancel c9"}
 	if got := k.Events(); !slices.Equal(got[:min(len(got), len(want))], want) {
 		t.Errorf("the kernel saw %q, want %q first", got, want)
-	}
-}
-
-// TestFlushWritesDeferredInvokes: a call held back is written by Flush.
-func TestFlushWritesDeferredInvokes(t *testing.T) {
-	k, c := introduced(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	call, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{}`), CatalogHash: k.Hash})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := result(ctx, call); err != nil {
-		t.Fatalf("the flushed call: %v", err)
 	}
 }
 
@@ -211,13 +198,13 @@ func TestAnAnswerOverTheLineLimitCostsOneCall(t *testing.T) {
 
 // TestARequestOverTheKernelsLimitIsNotSent: the kernel's line limit comes
 // with hello, and a request line longer than it fails before a byte of it
-// is written; the requests held back before it still go.
+// is written; the request queued before it still goes.
 func TestARequestOverTheKernelsLimitIsNotSent(t *testing.T) {
 	const limit = 2048
 	k, c := introducedWith(t, kerneltest.Options{MaxLine: limit}, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	held, err := c.StartInvokeDeferred(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{"path":"/held"}`), CatalogHash: k.Hash})
+	held, err := c.StartInvoke(kproto.InvokeParams{CallID: "c1", Tool: "files.read", Arguments: []byte(`{"path":"/held"}`), CatalogHash: k.Hash})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +224,7 @@ func TestARequestOverTheKernelsLimitIsNotSent(t *testing.T) {
 		t.Fatalf("a request one byte over the kernel's limit = %v, want ErrRequestTooLarge", err)
 	}
 	if _, err := result(ctx, held); err != nil {
-		t.Fatalf("the request held back before it: %v", err)
+		t.Fatalf("the request queued before it: %v", err)
 	}
 	if _, err := invoke(ctx, c, fits); err != nil {
 		t.Fatalf("a request exactly at the kernel's limit: %v", err)
@@ -267,5 +254,62 @@ func TestProgressReachesTheHandler(t *testing.T) {
 		if p.CallID != "c9" || p.Progress != float64(i+1) || p.Total == nil || *p.Total != 3 || p.Message == "" {
 			t.Errorf("report %d = %+v", i, p)
 		}
+	}
+}
+
+// TestWaitRoomBoundsWhatWaitsForAStalledKernel: requests to a kernel that
+// has stopped reading are queued without waiting, and once more than
+// maxQueued bytes wait, WaitRoom waits: until its context ends, or until
+// the kernel reads again.
+func TestWaitRoomBoundsWhatWaitsForAStalledKernel(t *testing.T) {
+	stopped, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	k, c := introducedWith(t, kerneltest.Options{Handler: func(_ *kerneltest.Conn, m *jsonrpc.Message) bool {
+		if m.Method == kproto.MethodInvoke && bytes.Contains(m.Params, []byte(`"/stop"`)) {
+			once.Do(func() { close(stopped) })
+			<-release // the kernel reads nothing more until the test says
+		}
+		return false
+	}}, Options{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	// The fake kernel decodes each 12 MiB line with encoding/json, which
+	// under the race detector on a loaded machine takes seconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.StartInvoke(kproto.InvokeParams{CallID: "c0", Tool: "files.read", Arguments: []byte(`{"path":"/stop"}`), CatalogHash: k.Hash}); err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	pad := strings.Repeat("x", 12<<20)
+	for i := range 3 { // 36 MiB, more than maxQueued
+		_, err := c.StartInvoke(kproto.InvokeParams{CallID: "c" + strconv.Itoa(i+1), Tool: "files.read", Arguments: []byte(`{"path":"/big","pad":"` + pad + `"}`), CatalogHash: k.Hash})
+		if err != nil {
+			t.Fatalf("call %d, queued for a stalled kernel: %v", i+1, err)
+		}
+	}
+	// With its context already done, WaitRoom says whether it would
+	// wait: nil only when there is room.
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if err := c.WaitRoom(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitRoom with 36 MiB queued for a kernel that reads nothing = %v, want it to wait (context.Canceled)", err)
+	}
+	// A wait is ended by its context.
+	waiting, stop := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() { waited <- c.WaitRoom(waiting) }()
+	stop()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitRoom after its context ended = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := c.WaitRoom(ctx); err != nil {
+		t.Fatalf("WaitRoom once the kernel reads again = %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -92,16 +93,55 @@ func ValidateSubject(s string) error {
 }
 
 // Grant allows one subject the listed actions on one resource (and, with
-// Descendants, on everything beneath it) until Expires.
+// Descendants, on everything beneath it) until Expires; with Ask, only
+// once a person approves each call; with Limit and TurnLimit, only so
+// many calls (see Rules.Decide).
 type Grant struct {
 	Subject     string
 	Resource    Resource
 	Descendants bool
 	Actions     []string
 	Expires     time.Time // zero: never
+
+	// Ask is who must approve a call this grant allows before it runs:
+	// AskHarness, AskOperator, or "" for no one.
+	Ask string
+	// AskTTL is how long an approval is good for; DefaultAskTTL when
+	// Ask is set and the config gives none.
+	AskTTL time.Duration
+	// Limit bounds the calls this grant allows per integration per
+	// window; zero: no bound.
+	Limit Limit
+	// TurnLimit bounds the calls this grant allows in one turn (one
+	// connection); 0: no bound.
+	TurnLimit int
 }
 
-// Validate checks the grant's subject and actions.
+// Who may approve a call that a grant allows only with asking (Grant.Ask).
+// The person at the harness may also be overruled by the operator, never
+// the other way round: AskOperator is the stricter.
+const (
+	AskHarness  = "harness"
+	AskOperator = "operator"
+)
+
+// DefaultAskTTL is how long an approval is good for when a grant that
+// asks does not say (ask_ttl).
+const DefaultAskTTL = 10 * time.Minute
+
+// askRank orders Ask values from the least strict ("": no one is asked)
+// to the strictest.
+func askRank(a string) int {
+	switch a {
+	case AskHarness:
+		return 1
+	case AskOperator:
+		return 2
+	}
+	return 0
+}
+
+// Validate checks the grant's subject, actions, ask and limits.
 func (g Grant) Validate() error {
 	if err := ValidateSubject(g.Subject); err != nil {
 		return err
@@ -114,7 +154,35 @@ func (g Grant) Validate() error {
 			return fmt.Errorf("action %q: want one of read, list, search, write, escalate, call", a)
 		}
 	}
+	switch g.Ask {
+	case "", AskHarness, AskOperator:
+	default:
+		return fmt.Errorf("ask %q: want %q or %q (or no ask at all)", g.Ask, AskHarness, AskOperator)
+	}
+	if g.AskTTL < 0 {
+		return fmt.Errorf("ask_ttl %s: must be positive", g.AskTTL)
+	}
+	if g.Limit.N < 0 || g.Limit.N > MaxLimitCount || (g.Limit.N > 0) != (g.Limit.Window > 0) {
+		return fmt.Errorf("limit %s: want COUNT/WINDOW with a positive count and window", g.Limit)
+	}
+	if g.TurnLimit < 0 || g.TurnLimit > MaxTurnLimit {
+		return fmt.Errorf("turn_limit %d: want a whole number from 1 to %d", g.TurnLimit, MaxTurnLimit)
+	}
 	return nil
+}
+
+// Key identifies the grant's budget across reloads: its subject,
+// resource, descendants and actions, but not its limits, expiry or ask,
+// so a reload that changes a limit (or moves the grant to another line)
+// keeps the count. Two grants that differ only in those share a budget.
+func (g Grant) Key() string {
+	actions := slices.Clone(g.Actions)
+	slices.Sort(actions)
+	below := ""
+	if g.Descendants {
+		below = " and below"
+	}
+	return g.Subject + " " + g.Resource.String() + below + " " + strings.Join(slices.Compact(actions), ",")
 }
 
 func (g Grant) matchesSubject(integration string) bool {
@@ -170,6 +238,9 @@ const (
 	Allowed
 	// GrantExpired: only a grant that has expired would have covered it.
 	GrantExpired
+	// RateLimited: live grants cover it, but each has used its limit or
+	// its turn_limit (Rules.Decide only; Authorize knows no budgets).
+	RateLimited
 )
 
 func (d Decision) String() string {
@@ -178,8 +249,24 @@ func (d Decision) String() string {
 		return "allowed"
 	case GrantExpired:
 		return "grant expired"
+	case RateLimited:
+		return "rate limited"
 	}
 	return "no matching grant"
+}
+
+// severity orders the refusals across the levels of a decision: a
+// refusal that waiting cannot cure outranks one it can.
+func (d Decision) severity() int {
+	switch d {
+	case NoMatchingGrant:
+		return 3
+	case GrantExpired:
+		return 2
+	case RateLimited:
+		return 1
+	}
+	return 0
 }
 
 // Authorize allows req only when one single grant matches its subject,
@@ -204,17 +291,9 @@ func Authorize(grants []Grant, req Request) Decision {
 // Discoverable reports whether some live grant gives integration the
 // action on scope, on something beneath scope, or on something above it
 // that covers scope: the test for listing a tool in the integration's
-// catalogue. It says nothing about any one call, which Authorize still
-// decides.
+// catalogue, one level only (Rules.Discoverable follows parents). It says
+// nothing about any one call, which Authorize still decides.
 func Discoverable(grants []Grant, integration string, scope Resource, action string, t time.Time) bool {
-	for _, g := range grants {
-		if !g.matchesSubject(integration) || !g.hasAction(action) || !g.live(t) {
-			continue
-		}
-		within := Grant{Resource: scope, Descendants: true}
-		if g.matchesResource(scope) || within.matchesResource(g.Resource) {
-			return true
-		}
-	}
-	return false
+	r := Rules{Grants: grants}
+	return r.Discoverable(integration, Scope{Resource: scope, Below: true}, action, t)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
@@ -16,28 +14,9 @@ import (
 
 // catalogue is the turn's published tool set. It is fetched when the first
 // tools/list or tools/call is read, and once fetched never changes:
-// listChanged is false.
-//
-// The reader never waits for it. A call read before it is ready waits in
-// a list, in arrival order, and the fetch sends those calls on, in that
-// order, once it has the catalogue, under mu; it then sets ready, after
-// which only the reader sends calls. Either way one goroutine at a time
-// decides calls (name, escalation state, call id) and they reach the
-// kernel in arrival order.
-//
-// The fetch is bounded by the call timeout. One that times out answers
-// what waits for it, and the next request that needs the catalogue asks
-// again: the kernel may have been slow, not gone. A catalogue the kernel
-// cannot give (the connection is lost, the catalogue is refused) stays
-// failed for the turn.
+// listChanged is false. Its fields are set by the fetch before
+// catalogueState.ready, and only read after.
 type catalogue struct {
-	ready atomic.Bool // the fields below mu are set, and never change again
-
-	mu      sync.Mutex
-	fetch   *fetchAttempt // the fetch under way, or nil
-	failed  error         // set when the catalogue cannot be had this turn
-	waiting []*waitingCall
-
 	tools     []hashing.Tool
 	hash      string
 	byName    map[string]int
@@ -45,42 +24,52 @@ type catalogue struct {
 	toolsJSON []byte         // the MCP wire array
 }
 
-// fetchAttempt is one tools.list to the kernel; done closes when it has
-// an answer or gave up, with err set before.
-type fetchAttempt struct {
-	done chan struct{}
-	err  error
+// catalogueState is where the turn's catalogue is, in turnState.
+//
+// The reader never waits for it. A request read before it is ready waits
+// in a list, in arrival order, and the fetch answers those lists and
+// sends those calls on, in that order, once it has the catalogue, in one
+// update; it then sets ready, after which only the reader sends calls.
+// Either way one goroutine at a time decides calls (name, escalation
+// state, call id), under mu, and they reach the kernel in arrival order.
+//
+// The fetch is bounded by the call timeout. One that times out answers
+// what waits for it, and the next request that needs the catalogue asks
+// again: the kernel may have been slow, not gone. A catalogue the kernel
+// cannot give (the connection is lost, the catalogue is refused) stays
+// failed for the turn.
+type catalogueState struct {
+	ready    bool
+	fetching bool  // a fetch is under way
+	failed   error // set when the catalogue cannot be had this turn
+	waiting  []waitingRequest
 }
 
-// waitingCall is a tools/call read before the catalogue was ready.
-type waitingCall struct {
+// waitingRequest is a tools/list or tools/call read before the catalogue
+// was ready.
+type waitingRequest struct {
 	req    *request
-	p      callParams
-	sl     *slot
+	call   *callParams // nil for tools/list
+	p      *pending
 	readAt time.Time
 }
-
-func newCatalogue() *catalogue { return &catalogue{} }
 
 // errFetchTimeout is a fetch the kernel did not answer within the call
 // timeout.
 var errFetchTimeout = errors.New("the kernel did not send the catalogue in time")
 
-// startFetch begins a fetch unless one is under way, and returns it. mu
-// must be held.
-func (s *server) startFetch(ctx context.Context) *fetchAttempt {
-	c := s.cat
-	if c.fetch == nil {
-		c.fetch = &fetchAttempt{done: make(chan struct{})}
-		s.calls.Add(1)
-		go s.fetchCatalogue(ctx, c.fetch)
+// startFetch begins a fetch unless one is under way. It runs in update.
+func (s *server) startFetch(ctx context.Context, st *turnState) {
+	if st.cat.fetching {
+		return
 	}
-	return c.fetch
+	st.cat.fetching = true
+	s.calls.Add(1)
+	go s.fetchCatalogue(ctx)
 }
 
-func (s *server) fetchCatalogue(ctx context.Context, a *fetchAttempt) {
+func (s *server) fetchCatalogue(ctx context.Context) {
 	defer s.calls.Done()
-	c := s.cat
 	fctx, cancel := ctx, context.CancelFunc(func() {})
 	if s.cfg.CallTimeout > 0 {
 		fctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
@@ -89,8 +78,8 @@ func (s *server) fetchCatalogue(ctx context.Context, a *fetchAttempt) {
 	cancel()
 	switch {
 	case err == nil:
-		c.index(tools, hash)
-		s.cfg.Log.Debug().Int("tools", len(tools)).Str("catalogHash", c.hash).Msg("catalogue ready")
+		s.cat.index(tools, hash)
+		s.cfg.Log.Debug().Int("tools", len(tools)).Str("catalogHash", s.cat.hash).Msg("catalogue ready")
 	case ctx.Err() != nil:
 		err = ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
@@ -100,33 +89,37 @@ func (s *server) fetchCatalogue(ctx context.Context, a *fetchAttempt) {
 		s.cfg.Log.Error().Err(err).Msg("the catalogue cannot be served")
 	}
 
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	waiting := c.waiting
-	c.waiting, c.fetch = nil, nil
-	if err != nil && err != errFetchTimeout {
-		c.failed = err
-	}
-	for _, w := range waiting {
-		if err != nil {
-			s.failWithoutCatalogue(w.req, w.sl, err)
-			continue
+	s.update(func(st *turnState) {
+		c := &st.cat
+		waiting := c.waiting
+		c.waiting, c.fetching = nil, false
+		if err != nil && err != errFetchTimeout {
+			c.failed = err
 		}
-		timeout := s.cfg.CallTimeout
-		if timeout > 0 {
-			// The call's bound runs from when it was read.
-			if timeout -= time.Since(w.readAt); timeout <= 0 {
-				s.failWithoutCatalogue(w.req, w.sl, errFetchTimeout)
-				continue
+		for _, w := range waiting {
+			switch {
+			case w.call == nil && err == nil:
+				st.decide(w.p, s.listLine(w.req.id, w.req.modern)...)
+			case w.call == nil && ctx.Err() != nil:
+				st.decide(w.p) // the turn is over
+			case w.call == nil:
+				st.decide(w.p, s.listError(w.req, err))
+			case err != nil:
+				s.failWithoutCatalogue(st, w.req, w.p, err)
+			default:
+				timeout := s.cfg.CallTimeout
+				// The call's bound runs from when it was read.
+				if timeout > 0 {
+					if timeout -= time.Since(w.readAt); timeout <= 0 {
+						s.failWithoutCatalogue(st, w.req, w.p, errFetchTimeout)
+						continue
+					}
+				}
+				s.dispatch(ctx, st, w.req, *w.call, w.p, timeout)
 			}
 		}
-		s.dispatch(ctx, w.req, w.p, w.sl, timeout, true)
-	}
-	if err == nil {
-		c.ready.Store(true)
-	}
-	a.err = err
-	close(a.done)
+		c.ready = err == nil
+	})
 }
 
 // index keeps the fetched tools and what the shim looks them up by.
@@ -161,12 +154,8 @@ func (c *catalogue) index(tools []hashing.Tool, hash string) {
 
 // failWithoutCatalogue answers a call that cannot go to the kernel
 // because the catalogue could not be had. The text the model reads names
-// no socket or error chain; the log has those.
-func (s *server) failWithoutCatalogue(req *request, sl *slot, err error) {
-	if sl.cancelled.Load() {
-		sl.finish()
-		return
-	}
+// no socket or error chain; the log has those. It runs in update.
+func (s *server) failWithoutCatalogue(st *turnState, req *request, p *pending, err error) {
 	res := kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal,
 		Message: "the kernel's catalogue cannot be served; this turn has no tools"}
 	switch {
@@ -177,10 +166,10 @@ func (s *server) failWithoutCatalogue(req *request, sl *slot, err error) {
 	case errors.Is(err, kernelclient.ErrClosed):
 		res.Code, res.Message = kproto.CodeKernelUnavailable, "the kernel connection was lost; this turn cannot reach it again"
 	case errors.Is(err, context.Canceled):
-		sl.finish() // the turn is over
+		st.decide(p) // the turn is over
 		return
 	}
-	sl.finish(resultLine(req.id, s.refusal(req, res)))
+	st.decide(p, resultLine(req.id, s.refusal(req, res)))
 }
 
 // listError is the JSON-RPC error tools/list gets without a catalogue.

@@ -58,14 +58,14 @@ type params struct {
 }
 
 // handleLine classifies one stdin line and starts answering it. It
-// returns the slot to queue, or nil when nothing will be written.
-func (s *server) handleLine(ctx context.Context, line []byte) *slot {
+// returns the answer to queue, or nil when nothing will be written.
+func (s *server) handleLine(ctx context.Context, line []byte) *pending {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
 		return nil // blank lines are not messages
 	}
 	if !utf8.Valid(trimmed) {
-		return readySlot(parseError())
+		return answered(parseError())
 	}
 	// Decoding validates; a separate validation pass would read every
 	// line twice.
@@ -75,65 +75,28 @@ func (s *server) handleLine(ctx context.Context, line []byte) *slot {
 	return s.handleMessage(ctx, trimmed)
 }
 
-func (s *server) handleBatch(ctx context.Context, raw []byte) *slot {
+func (s *server) handleBatch(ctx context.Context, raw []byte) *pending {
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return readySlot(parseError())
+		return answered(parseError())
 	}
 	if len(elems) == 0 {
-		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: empty batch", nil))
+		return answered(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: empty batch", nil))
 	}
 	if !batchesAllowed(s.legacyVersion) {
-		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: batches are not supported in this protocol version", nil))
+		return answered(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: batches are not supported in this protocol version", nil))
 	}
-	var parts []*slot
-	ordered := false
+	batch := &pending{state: decided}
 	for _, e := range elems {
-		if sl := s.handleMessage(ctx, e); sl != nil {
-			parts = append(parts, sl)
-			ordered = ordered || sl.ordered
+		if p := s.handleMessage(ctx, e); p != nil {
+			batch.parts = append(batch.parts, p)
+			// One answer line, in kernel order when it holds a kernel
+			// request, at once otherwise.
+			batch.ordered = batch.ordered || p.ordered
 		}
 	}
-	if len(parts) == 0 {
+	if batch.parts == nil {
 		return nil
-	}
-	if !ordered {
-		// Every part is the shim's own, and ready: the batch answer too.
-		return s.assemble(parts, readySlot())
-	}
-	// One answer line, in kernel order, since it holds a kernel request.
-	batch := &slot{done: make(chan struct{}), ordered: true}
-	s.calls.Add(1)
-	go func() {
-		defer s.calls.Done()
-		for _, p := range parts {
-			<-p.done
-		}
-		s.assemble(parts, batch)
-	}()
-	return batch
-}
-
-// assemble finishes batch with the answers of parts that are still owed
-// (not cancelled, not empty), as one array; with nothing when none is.
-func (s *server) assemble(parts []*slot, batch *slot) *slot {
-	out := []byte{'['}
-	n := 0
-	for _, p := range parts {
-		if !s.claim(p) || p.empty() {
-			continue
-		}
-		if n > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, bytes.TrimSuffix(bytes.Join(p.out, nil), []byte{'\n'})...)
-		n++
-	}
-	if n > 0 {
-		batch.out = [][]byte{append(out, "]\n"...)}
-	}
-	if !isDone(batch) {
-		batch.ready()
 	}
 	return batch
 }
@@ -143,36 +106,36 @@ func (s *server) assemble(parts []*slot, batch *slot) *slot {
 // second look at their bytes (a call's arguments may be megabytes);
 // encoding/json would validate it, then decode it into a map, copying
 // every value.
-func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
-	e, err := s.in.ParseEnvelope(raw)
+func (s *server) handleMessage(ctx context.Context, raw []byte) *pending {
+	e, err := jsonrpc.ParseEnvelope(raw)
 	if err != nil {
 		if !json.Valid(raw) {
-			return readySlot(parseError())
+			return answered(parseError())
 		}
-		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: not a JSON object", nil))
+		return answered(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: not a JSON object", nil))
 	}
 	idOK := e.ID != nil
 	if idOK && !jsonrpc.ValidID(e.ID) {
-		return readySlot(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: id must be a string or a number", nil))
+		return answered(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: id must be a string or a number", nil))
 	}
 	id := bytes.Clone(e.ID)
 	if version, err := jsonrpc.DecodeString(e.JSONRPC); err != nil || version != "2.0" {
-		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, `invalid request: jsonrpc must be "2.0"`, nil))
+		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, `invalid request: jsonrpc must be "2.0"`, nil))
 	}
 	if e.Method == nil {
 		if idOK && (e.Result != nil || e.Error != nil) {
 			return nil // a response; the shim sends the client no requests
 		}
-		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
+		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
 	}
 	method, err := jsonrpc.DecodeString(e.Method)
 	if err != nil || method == "" {
-		return readySlot(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: method must be a non-empty string", nil))
+		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: method must be a non-empty string", nil))
 	}
 	req := &request{id: id, method: method}
 	if e.Params != nil && string(e.Params) != "null" {
 		p := &req.params
-		err := s.in.EachValidMember(e.Params, func(key, value []byte) error {
+		err := jsonrpc.EachValidMember(e.Params, func(key, value []byte) error {
 			switch string(jsonrpc.KeyName(key)) {
 			case "name":
 				p.name = value
@@ -193,7 +156,7 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *slot {
 			if !idOK {
 				return nil
 			}
-			return readySlot(errorLine(id, jsonrpc.CodeInvalidParams, "invalid params: params must be an object", nil))
+			return answered(errorLine(id, jsonrpc.CodeInvalidParams, "invalid params: params must be an object", nil))
 		}
 	}
 	if !idOK {
@@ -277,7 +240,7 @@ func (s *server) handleNotification(req *request) {
 	}
 }
 
-func (s *server) handleRequest(ctx context.Context, req *request) *slot {
+func (s *server) handleRequest(ctx context.Context, req *request) *pending {
 	switch {
 	case req.method == "tools/list":
 		return s.toolsList(ctx, req)
@@ -295,59 +258,21 @@ func (s *server) handleRequest(ctx context.Context, req *request) *slot {
 
 // answer is the shim's own answer to req, ready to go out at once; until
 // it is written, a cancellation still drops it.
-func (s *server) answer(req *request, line []byte) *slot {
-	sl := readySlot(line)
-	s.register(req.id, sl)
-	return sl
-}
-
-// register makes a pending request cancellable by id until its answer is
-// written (claim).
-func (s *server) register(id json.RawMessage, sl *slot) {
-	sl.key = string(id)
-	s.mu.Lock()
-	s.inflight[sl.key] = sl
-	s.mu.Unlock()
-}
-
-// claim reports whether sl's answer is still owed, and makes it no longer
-// cancellable: it is about to be written. Only the writer (and a batch
-// being put together) claims.
-func (s *server) claim(sl *slot) bool {
-	sl.closed.Store(true)
-	if sl.key != "" {
-		s.mu.Lock()
-		if s.inflight[sl.key] == sl {
-			delete(s.inflight, sl.key)
-		}
-		s.mu.Unlock()
-	}
-	return !sl.cancelled.Load()
+func (s *server) answer(req *request, line []byte) *pending {
+	p := answered(line)
+	s.update(func(st *turnState) { st.register(req.id, p) })
+	return p
 }
 
 // cancelRequest drops the answer to a pending request and stops the work
-// behind it. Unknown or already answered ids are ignored. It holds mu
-// while it tells the kernel, so a call the catalogue's fetch is sending at
-// the same moment (catalogue.go) is either never sent or cancelled after
-// it is.
+// behind it. Unknown or already answered ids are ignored.
 func (s *server) cancelRequest(id json.RawMessage) {
 	key := compactID(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sl, ok := s.inflight[string(key)]
-	if !ok {
-		return
-	}
-	delete(s.inflight, string(key))
-	sl.cancelled.Store(true)
-	if sl.callID != "" {
-		// Sent here, in arrival order, rather than by the goroutine
-		// waiting on the call.
-		s.kernel.Cancel(sl.callID)
-	}
-	if sl.cancel != nil {
-		sl.cancel()
-	}
+	s.update(func(st *turnState) {
+		if p, ok := st.byID[string(key)]; ok {
+			s.cancel(st, p)
+		}
+	})
 }
 
 func compactID(id json.RawMessage) json.RawMessage {

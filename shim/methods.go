@@ -99,45 +99,30 @@ func (s *server) modernize(result []byte, meta []byte) []byte {
 }
 
 // toolsList answers with the turn's catalogue, once it is fetched.
-func (s *server) toolsList(ctx context.Context, req *request) *slot {
-	sl := &slot{done: make(chan struct{}), ordered: true}
-	s.register(req.id, sl)
-	if s.cat.ready.Load() {
-		sl.finish(s.listLine(req.id, req.modern))
-		return sl
-	}
-	s.cat.mu.Lock()
-	defer s.cat.mu.Unlock()
-	switch {
-	case s.cat.ready.Load():
-		sl.finish(s.listLine(req.id, req.modern))
-	case s.cat.failed != nil:
-		sl.finish(s.listError(req, s.cat.failed))
-	default:
-		a := s.startFetch(ctx)
-		s.calls.Add(1)
-		go func() {
-			defer s.calls.Done()
-			<-a.done
-			switch {
-			case a.err == nil:
-				sl.finish(s.listLine(req.id, req.modern))
-			case ctx.Err() != nil:
-				sl.finish()
-			default:
-				sl.finish(s.listError(req, a.err))
-			}
-		}()
-	}
-	return sl
+func (s *server) toolsList(ctx context.Context, req *request) *pending {
+	p := &pending{ordered: true}
+	s.update(func(st *turnState) {
+		st.register(req.id, p)
+		switch c := &st.cat; {
+		case c.ready:
+			st.decide(p, s.listLine(req.id, req.modern)...)
+		case c.failed != nil:
+			st.decide(p, s.listError(req, c.failed))
+		default:
+			c.waiting = append(c.waiting, waitingRequest{req: req, p: p})
+			s.startFetch(ctx, st)
+		}
+	})
+	return p
 }
 
 // listLine is the whole tools/list answer, in three pieces: the
 // catalogue is the largest thing the shim writes (half a megabyte for 512
 // tools) and goes out as it is kept, not copied into each answer; in a
 // fresh process every copy of it is paid in page faults.
-func (s *server) listLine(id json.RawMessage, modern bool) (head, tools, tail []byte) {
+func (s *server) listLine(id json.RawMessage, modern bool) [][]byte {
 	c := s.cat
+	var head, tail []byte
 	head = append(head, `{"jsonrpc":"2.0","id":`...)
 	head = append(head, id...)
 	head = append(head, `,"result":{"tools":`...)
@@ -153,7 +138,7 @@ func (s *server) listLine(id json.RawMessage, modern bool) (head, tools, tail []
 		tail = append(tail, `,"`+metaServerInfo+`":`...)
 		tail = append(tail, s.serverInfo...)
 	}
-	return head, c.toolsJSON, append(tail, "}}}\n"...)
+	return [][]byte{head, c.toolsJSON, append(tail, "}}}\n"...)}
 }
 
 // callParams are tools/call's params as the shim checks them.
@@ -183,207 +168,155 @@ func parseCallParams(p params) (callParams, bool) {
 
 // toolsCall checks a call and sends it on: now when the catalogue is
 // ready, else once it is (catalogue.go). Its answer is ordered.
-func (s *server) toolsCall(ctx context.Context, req *request) *slot {
-	p, ok := parseCallParams(req.params)
+func (s *server) toolsCall(ctx context.Context, req *request) *pending {
+	cp, ok := parseCallParams(req.params)
 	if !ok {
 		return s.answer(req, errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: tools/call needs a non-empty string name and, if present, an object of arguments", nil))
 	}
-	sl := &slot{done: make(chan struct{}), ordered: true}
-	s.register(req.id, sl)
-	if s.cat.ready.Load() {
-		s.dispatch(ctx, req, p, sl, s.cfg.CallTimeout, false)
-		return sl
-	}
-	s.cat.mu.Lock()
-	defer s.cat.mu.Unlock()
-	switch {
-	case s.cat.ready.Load():
-		s.dispatch(ctx, req, p, sl, s.cfg.CallTimeout, false)
-	case s.cat.failed != nil:
-		s.failWithoutCatalogue(req, sl, s.cat.failed)
-	default:
-		// The arguments alias the stdin line, which the reader reuses.
-		p.args = bytes.Clone(p.args)
-		s.cat.waiting = append(s.cat.waiting, &waitingCall{req: req, p: p, sl: sl, readAt: time.Now()})
-		s.startFetch(ctx)
-	}
-	return sl
+	p := &pending{ordered: true}
+	s.update(func(st *turnState) {
+		st.register(req.id, p)
+		switch c := &st.cat; {
+		case c.ready:
+			s.dispatch(ctx, st, req, cp, p, s.cfg.CallTimeout)
+		case c.failed != nil:
+			s.failWithoutCatalogue(st, req, p, c.failed)
+		default:
+			// The arguments alias the stdin line, which the reader reuses.
+			cp.args = bytes.Clone(cp.args)
+			c.waiting = append(c.waiting, waitingRequest{req: req, call: &cp, p: p, readAt: time.Now()})
+			s.startFetch(ctx, st)
+		}
+	})
+	return p
 }
 
 // dispatch resolves the name against the catalogue, decides the call in
-// arrival order (escalation state, call id) and sends it to the kernel;
-// the wait for the kernel's answer runs concurrently. The reader calls it,
-// or the catalogue's fetch for calls that waited for it (fetched), under
-// the catalogue's lock. timeout bounds the wait; 0 means no bound.
-func (s *server) dispatch(ctx context.Context, req *request, p callParams, sl *slot, timeout time.Duration, fetched bool) {
-	tool, name := s.cat.resolve(p.name)
+// arrival order (escalation state, call id) and sends it to the kernel,
+// under mu, so a cancellation read at the same time finds the call either
+// unsent or sent before its call.cancel. The reader calls it, or the
+// catalogue's fetch for calls that waited for it. timeout bounds the
+// wait for the answer; 0 means no bound.
+func (s *server) dispatch(ctx context.Context, st *turnState, req *request, cp callParams, p *pending, timeout time.Duration) {
+	if p.cancelled || st.aborted {
+		st.decide(p) // cancelled while it waited, or the turn ended: nothing is sent
+		return
+	}
+	tool, name := s.cat.resolve(cp.name)
 	if s.escalated {
 		no := false
-		sl.finish(resultLine(req.id, s.refusal(req, kproto.InvokeResult{
+		st.decide(p, resultLine(req.id, s.refusal(req, kproto.InvokeResult{
 			Status: kproto.StatusDenied, Code: kproto.CodeEscalationPending,
 			Message: "this turn was escalated to a person; no more tool calls are allowed", Retryable: &no,
 		})))
 		return
 	}
-	if fetched {
-		// The reader may be cancelling this call right now: decide
-		// under the lock cancelRequest holds, so the call is either
-		// dropped unsent or sent before its call.cancel.
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if sl.cancelled.Load() {
-			sl.finish()
-			return
-		}
-	}
 	s.nextCall++
 	callID := "c" + strconv.FormatInt(s.nextCall, 10)
-	sl.callID = callID
-	// The request goes to the kernel now, in arrival order; its answer is
-	// awaited concurrently.
 	if tool != nil && name == escalateTool {
 		stop := make(chan struct{})
-		s.lockUnlessFetched(fetched)
-		sl.cancel = func() { close(stop) }
-		s.unlockUnlessFetched(fetched)
+		p.stop = func() { close(stop) }
 		s.calls.Add(1)
 		s.escalated = true
-		reason := escalationReason(p.args)
+		reason := escalationReason(cp.args)
 		call, err := s.kernel.StartEscalate(kproto.EscalateParams{CallID: callID, Reason: reason, Note: escalationNotice})
-		go s.escalate(ctx, req, sl, stop, tool, reason, call, err, timeout)
+		go s.escalate(ctx, req, p, stop, tool, reason, call, err, timeout)
 		return
 	}
-	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: p.args, CatalogHash: s.cat.hash}
-	c := &relayCall{s: s, req: req, sl: sl, tool: tool, callID: callID, name: name}
-	s.lockUnlessFetched(fetched)
-	if s.aborted {
-		// The turn ended while this was read: nothing is sent.
-		s.unlockUnlessFetched(fetched)
-		sl.finish()
-		return
-	}
-	// A call is stopped by a function, not a context of its own: a
-	// context per call, and a timer in it for --call-timeout, cost about a
-	// tenth of the CPU a call takes.
-	sl.cancel = c.cancel
+	c := &relayCall{s: s, req: req, p: p, tool: tool, callID: callID, name: name}
+	p.call = c
 	if len(req.progressToken) > 0 {
 		// The kernel's reports on this call go to the client from now on.
-		s.progress[callID] = &progressCall{sl: sl, token: req.progressToken}
+		p.progress = &progressTo{token: req.progressToken}
+		st.calls[callID] = p
 	}
-	s.unlockUnlessFetched(fetched)
 	s.calls.Add(1)
+	// A call is stopped by a function, not a context of its own: a
+	// context per call, and a timer in it for --call-timeout, cost about a
+	// tenth of the CPU a call takes. Set before the call is sent; the
+	// answer takes mu, so it comes after this returns.
 	if timeout > 0 {
-		// Set before the call is sent: the answer may come before
-		// StartInvokeFunc returns, and stops the timer.
 		c.timer = time.AfterFunc(timeout, c.expire)
 	}
-	// More lines already read: this call goes to the kernel in one write
-	// with the ones after it, not one write each. The reader flushes
-	// before it waits on stdin or on the writer.
-	deferred := !fetched && s.in != nil && s.in.Buffered()
-	if _, err := s.kernel.StartInvokeFunc(ip, deferred, c.answered); err != nil && c.sl.settle() {
-		c.deliver(s.relayFailure(err, name, callID), false)
-	}
-}
-
-// lockUnlessFetched takes mu unless dispatch holds it already (for a call
-// the catalogue's fetch sends).
-func (s *server) lockUnlessFetched(fetched bool) {
-	if !fetched {
-		s.mu.Lock()
-	}
-}
-
-func (s *server) unlockUnlessFetched(fetched bool) {
-	if !fetched {
-		s.mu.Unlock()
+	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: cp.args, CatalogHash: s.cat.hash}
+	if err := s.kernel.StartInvokeFunc(ip, c.answered); err != nil && st.decide(p) {
+		c.fail(err)
 	}
 }
 
 // relayCall is one call sent to the kernel. Its answer is decided once,
-// by whichever comes first (slot.settle): the kernel's answer, read and
-// rendered on the kernel client's reading goroutine (answered); the
-// client's cancel or the end of the turn (cancel); or the call timeout
-// (expire). No goroutine waits for it.
+// under mu, by whichever comes first: the kernel's answer (answered), the
+// client's cancel or the end of the turn (server.cancel), or the call
+// timeout (expire). No goroutine waits for it; the writer renders it.
 type relayCall struct {
 	s      *server
 	req    *request
-	sl     *slot
+	p      *pending
 	tool   *hashing.Tool // nil when the name is not published
 	name   string        // the name sent to the kernel
 	callID string
 	timer  *time.Timer // nil without a call timeout
+
+	answer    kernelclient.Answer // the kernel's answer, when it decided the call
+	hasAnswer bool
 }
 
-// answered is the kernel's answer (or the error that kept the call from
-// being sent, or its answer from being read). The result is a slice of
-// the kernel client's read buffer: when last says nothing else waits
-// behind it and the call's turn has come, the answer is written from
-// there, now, by this goroutine; otherwise it is copied into the slot
-// for whoever writes next.
-func (c *relayCall) answered(a kernelclient.Answer, last bool) {
-	if !c.sl.settle() {
-		return // cancelled or timed out first; the answer is dropped
-	}
-	res, err := a.Invoke()
-	if err != nil {
-		res = c.s.relayFailure(err, c.name, c.callID)
-	}
-	c.deliver(res, last)
+// answered takes the kernel's answer (or the error that kept it from
+// being read), on the kernel client's reading goroutine: it is kept for
+// the writer, which renders it, and the reader goes on.
+func (c *relayCall) answered(a kernelclient.Answer) {
+	c.s.update(func(st *turnState) {
+		if st.decide(c.p) {
+			c.answer, c.hasAnswer = a, true
+			c.done()
+		}
+	})
 }
 
-// deliver renders and writes (or queues) the answer of a call settled by
-// its answer, or by the error that kept it from being sent.
-func (c *relayCall) deliver(res kproto.InvokeResult, last bool) {
+// fail decides, under mu, the answer of a call the kernel could not be
+// sent: the error as a refusal.
+func (c *relayCall) fail(err error) {
+	c.p.lines = [][]byte{resultLine(c.req.id, c.s.callResult(c.req, c.tool, c.s.relayFailure(err, c.name, c.callID)))}
+	c.done()
+}
+
+// done ends the call's time at the kernel once its answer is decided.
+func (c *relayCall) done() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	s := c.s
-	if len(c.req.progressToken) > 0 {
-		s.unwatchProgress(c.callID)
-	}
-	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
-	var r reply
-	s.callAnswer(&r, c.req, c.tool, res)
-	if last && s.out.drain(c.sl, &r) {
-		close(c.sl.done)
-	} else {
-		c.sl.finish(r.bytes())
-	}
-	s.calls.Done()
-}
-
-// cancel stops the call without an answer: the client cancelled it (and
-// cancelRequest has told the kernel), or the turn is over. mu is held.
-func (c *relayCall) cancel() {
-	if !c.sl.settle() {
-		return
-	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	delete(c.s.progress, c.callID)
-	c.sl.finish()
 	c.s.calls.Done()
 }
 
 // expire answers a call the kernel did not answer within the call
 // timeout, and tells the kernel to stop it.
 func (c *relayCall) expire() {
-	if !c.sl.settle() {
-		return
-	}
 	s := c.s
-	s.kernel.Cancel(c.callID)
-	if len(c.req.progressToken) > 0 {
-		s.unwatchProgress(c.callID)
-	}
 	yes := true
 	res := kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeKernelTimeout,
 		Message: "the kernel did not answer within " + s.cfg.CallTimeout.String(), Retryable: &yes}
+	line := resultLine(c.req.id, s.callResult(c.req, c.tool, res))
+	expired := false
+	s.update(func(st *turnState) {
+		if expired = st.decide(c.p, line); expired {
+			s.kernel.Cancel(c.callID)
+			c.done()
+		}
+	})
+	if expired {
+		s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
+	}
+}
+
+// renderCall makes r the response line to a call the kernel answered.
+// The writer calls it, for a call it has claimed.
+func (s *server) renderCall(r *reply, c *relayCall) {
+	res, err := c.answer.Invoke()
+	if err != nil {
+		res = s.relayFailure(err, c.name, c.callID)
+	}
 	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
-	c.sl.finish(resultLine(c.req.id, s.callResult(c.req, c.tool, res)))
-	s.calls.Done()
+	s.callAnswer(r, c.req, c.tool, res)
 }
 
 // relayFailure is the result a call gets when the kernel's answer could
@@ -433,96 +366,12 @@ func (s *server) callResult(req *request, tool *hashing.Tool, res kproto.InvokeR
 // of the shim's own around content or output as the kernel sent them
 // (slices of its answer, not copies), and, for an output without
 // content, the text block it becomes, which is text escaped as a JSON
-// string at pieces[at]. The line is never assembled on the way to
-// stdout: the text is escaped a piece at a time as it is written, so the
-// client reads the first of it while the rest is escaped, and a
-// megabyte output costs a buffer of textPiece, not of its size.
+// string at pieces[at] (the writer escapes it into a buffer it keeps).
 type reply struct {
 	pieces [][]byte
 	text   []byte
 	at     int
 	buf    [6][]byte
-	unsent [1][]byte // what writeTo has escaped and not yet written
-}
-
-// textPiece is how much of an output's text is escaped at a time, and
-// textAhead how much of it may be escaped and not yet written. On a
-// non-blocking stdout the text is escaped while the client reads what was
-// written before it: a piece is escaped, as much as the pipe takes is
-// written without waiting, and the next piece is escaped, until textAhead
-// is waiting; only then does the writer wait for the pipe. Escaping in
-// small pieces keeps the pipe (64 KiB unless the harness made it larger)
-// from running dry while a piece is escaped (ADR 0025).
-const (
-	textPiece = 32 << 10
-	textAhead = 4 * textPiece
-	// textRoom is the text buffer kept for the turn: what may wait, and
-	// room for a piece escaped at the most a byte can take (\u00xx).
-	textRoom = textAhead + 6*textPiece + 64
-)
-
-// lineWriter is where a reply is written: write writes bufs whole,
-// writeSome what the output takes now without waiting, returning the rest.
-type lineWriter interface {
-	write(bufs [][]byte) error
-	writeSome(bufs [][]byte) ([][]byte, error)
-}
-
-// writeTo writes the line to w, escaping the text into *scratch (kept for
-// the next reply) as it goes. The line's head and its escaped text are
-// written from one buffer, where what is not yet written is always its
-// last bytes: when the buffer runs out of room they are moved to its
-// start, so the buffer never grows.
-func (r *reply) writeTo(w lineWriter, scratch *[]byte) error {
-	if r.text == nil {
-		return w.write(r.pieces)
-	}
-	buf := *scratch
-	if cap(buf) < textRoom {
-		buf = make([]byte, 0, textRoom)
-	}
-	buf = buf[:0]
-	defer func() { *scratch = buf[:0] }()
-	for _, p := range r.pieces[:r.at] {
-		buf = append(buf, p...)
-	}
-	sent := 0 // buf[:sent] is written
-	for rest := r.text; ; {
-		cut := jsonrpc.CutString(rest, textPiece)
-		buf = jsonrpc.AppendStringBody(buf, rest[:cut])
-		if rest = rest[cut:]; len(rest) == 0 {
-			break
-		}
-		r.unsent[0] = buf[sent:]
-		left, err := w.writeSome(r.unsent[:])
-		if err != nil {
-			return err
-		}
-		sent = len(buf) - queuedBytes(left)
-		if len(buf)-sent >= textAhead {
-			r.unsent[0] = buf[sent:]
-			if err := w.write(r.unsent[:]); err != nil {
-				return err
-			}
-			sent = len(buf)
-		}
-		if cap(buf)-len(buf) < textRoom-textAhead {
-			n := copy(buf, buf[sent:])
-			buf, sent = buf[:n], 0
-		}
-	}
-	r.unsent[0] = nil
-	var bufs [8][]byte
-	return w.write(append(append(bufs[:0], buf[sent:]), r.pieces[r.at:]...))
-}
-
-// queuedBytes is how many bytes bufs hold.
-func queuedBytes(bufs [][]byte) int {
-	n := 0
-	for _, b := range bufs {
-		n += len(b)
-	}
-	return n
 }
 
 // bytes is the line in one buffer.
@@ -594,11 +443,12 @@ func (s *server) refusal(req *request, res kproto.InvokeResult) []byte {
 		res.Code = kproto.CodeInternal
 	}
 	text, _ := marshal(struct {
-		Status    string `json:"status"`
-		Code      string `json:"code"`
-		Message   string `json:"message"`
-		Retryable *bool  `json:"retryable,omitempty"`
-	}{res.Status, res.Code, res.Message, res.Retryable})
+		Status       string `json:"status"`
+		Code         string `json:"code"`
+		Message      string `json:"message"`
+		Retryable    *bool  `json:"retryable,omitempty"`
+		RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
+	}{res.Status, res.Code, res.Message, res.Retryable, res.RetryAfterMs})
 	out := make([]byte, 0, 160+2*len(text))
 	out = append(out, `{"content":[{"type":"text","text":`...)
 	out = jsonrpc.AppendString(out, text)
@@ -608,6 +458,12 @@ func (s *server) refusal(req *request, res kproto.InvokeResult) []byte {
 	meta = jsonrpc.AppendString(meta, res.Status)
 	meta = append(meta, `,"sharedos/code":`...)
 	meta = jsonrpc.AppendString(meta, res.Code)
+	if res.RetryAfterMs != nil {
+		// A rate_limited call's wait, for a harness that schedules the
+		// retry itself.
+		meta = append(meta, `,"sharedos/retryAfterMs":`...)
+		meta = strconv.AppendInt(meta, *res.RetryAfterMs, 10)
+	}
 	meta = append(meta, ","+epochMeta...)
 	if req.modern {
 		return s.modernize(append(out, '}'), meta)
@@ -644,7 +500,7 @@ func escalationReason(args json.RawMessage) string {
 // call was read. The wait is bounded like a call's; a kernel that does not
 // record the escalation in time gets a failed answer that is not
 // retryable, since the turn takes no more calls either way.
-func (s *server) escalate(ctx context.Context, req *request, sl *slot, stop <-chan struct{}, tool *hashing.Tool, reason string, call *kernelclient.Call, err error, timeout time.Duration) {
+func (s *server) escalate(ctx context.Context, req *request, p *pending, stop <-chan struct{}, tool *hashing.Tool, reason string, call *kernelclient.Call, err error, timeout time.Duration) {
 	defer s.calls.Done()
 	timedOut := false
 	if err == nil {
@@ -658,12 +514,11 @@ func (s *server) escalate(ctx context.Context, req *request, sl *slot, stop <-ch
 		case a := <-call.Answer():
 			err = a.Err()
 		case <-stop:
-			call.Abandon()
-			sl.finish()
+			call.Abandon() // cancelled, and decided so
 			return
 		case <-ctx.Done():
 			call.Abandon()
-			sl.finish()
+			s.update(func(st *turnState) { st.decide(p) })
 			return
 		case <-expired:
 			call.Abandon()
@@ -685,7 +540,8 @@ func (s *server) escalate(ctx context.Context, req *request, sl *slot, stop <-ch
 		s.cfg.Log.Error().Err(err).Msg("the kernel refused turn.escalate")
 		res = kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeInternal, Message: "the kernel refused the escalation; this turn takes no more tool calls"}
 	}
-	sl.finish(resultLine(req.id, s.callResult(req, tool, res)))
+	line := resultLine(req.id, s.callResult(req, tool, res))
+	s.update(func(st *turnState) { st.decide(p, line) })
 }
 
 // clipUTF16 shortens s to at most max UTF-16 code units without splitting

@@ -17,13 +17,12 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
 )
 
-// TestALargeOutputIsWrittenWholeWhileItIsEscaped: an output's text block is
-// escaped while stdout takes what was escaped before it, on a
-// non-blocking pipe that a slow client reads a few bytes at a time, so
-// that writes are cut short at every point. The line the client reads
+// TestALargeOutputIsWrittenWhole: an output's text block goes to a
+// client that reads a few bytes at a time, through a non-blocking pipe,
+// so that writes are cut short at every point. The line the client reads
 // must still be the whole answer: one JSON line whose text block is the
 // output's JSON text, byte for byte.
-func TestALargeOutputIsWrittenWholeWhileItIsEscaped(t *testing.T) {
+func TestALargeOutputIsWrittenWhole(t *testing.T) {
 	var text strings.Builder
 	for i := 0; text.Len() < 600<<10; i++ {
 		fmt.Fprintf(&text, "line %d:\t\"quoted\" \\ back\\slash é \u2028 sep\n", i)
@@ -42,8 +41,8 @@ func TestALargeOutputIsWrittenWholeWhileItIsEscaped(t *testing.T) {
 	cfg := Config{Version: "test", Log: zerolog.Nop()}
 	cfg.Kernel, cfg.Hello = dialKernel(t, k.Path)
 	inR, inW := io.Pipe()
-	// A non-blocking pipe, polled by the runtime, as ServeStdio makes
-	// stdout (pollable).
+	// A non-blocking pipe, polled by the runtime: every write the
+	// client is slow to take returns short.
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		t.Fatal(err)

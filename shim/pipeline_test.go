@@ -9,9 +9,9 @@ import (
 )
 
 // TestPipelinedCallsOverflowInFlight writes three times maxInFlight calls
-// in one go. The reader holds calls back to send them to the kernel in one
-// write, and must send them before it waits on the writer (which waits on
-// their answers) or on stdin: every call is answered, in order.
+// in one go. The reader waits for room once maxInFlight answers are owed,
+// and the calls it sent must reach the kernel meanwhile, as the writer
+// waits on their answers: every call is answered, in order.
 func TestPipelinedCallsOverflowInFlight(t *testing.T) {
 	in, out, stop := benchSession(t)
 	defer stop()

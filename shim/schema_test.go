@@ -1,11 +1,8 @@
 package shim
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,10 +14,16 @@ import (
 )
 
 // conformancePackage ships the official schema of each MCP revision
-// (copied from the specification repository at a pinned commit). It is
-// installed from the npm registry when the test runs, never copied here.
-// 0.2.0-alpha.12 is the first release that bundles 2026-07-28.
-const conformancePackage = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
+// (copied from the specification repository at a pinned commit).
+// 0.2.0-alpha.12 is the first release that bundles 2026-07-28. The test
+// reads it where .ci/run installs it (make conformance-mcp: npm ci
+// --prefix conformance/mcp, pinned by its package-lock.json); no test
+// reaches the npm registry.
+const (
+	conformancePackage = "@modelcontextprotocol/conformance"
+	conformanceVersion = "0.2.0-alpha.12"
+	conformanceDir     = "../conformance/mcp/node_modules/@modelcontextprotocol/conformance"
+)
 
 // schemaFor is the schema each protocol version is checked against. No
 // package on the registry ships the 2024-11-05 schema; its messages are
@@ -266,33 +269,31 @@ func (d *schemaDoc) checkAt(ref string, instance json.RawMessage) []string {
 	return nil
 }
 
-// loadSchemas installs the conformance package from the npm registry into
-// a temporary directory and reads the schemas it bundles, or skips the
-// test when npm or node is missing.
+// loadSchemas reads the schemas the conformance package bundles, from
+// where .ci/run installs it, or skips the test when it or node is not
+// there (outside CI).
 func loadSchemas(t *testing.T) map[string]*schemaDoc {
 	t.Helper()
-	for _, tool := range []string{"npm", "node"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			needsNPM(t, "%s is not installed: the official MCP schemas come from the npm package %s (CI has npm)", tool, conformancePackage)
-		}
+	if testing.Short() {
+		t.Skip("reads the MCP schemas out of an npm package, with node")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		needsNPM(t, "node is not installed: the official MCP schemas are read out of the npm package %s (CI has node)", conformancePackage)
+	}
+	b, err := os.ReadFile(filepath.Join(conformanceDir, "package.json"))
+	if err != nil {
+		needsNPM(t, "%s is not installed, so the official schemas are not at hand: run npm ci --prefix conformance/mcp, as .ci/run does (%v)", conformancePackage, err)
+	}
+	var pkg struct{ Version string }
+	if err := json.Unmarshal(b, &pkg); err != nil || pkg.Version != conformanceVersion {
+		t.Fatalf("conformance/mcp installs %s %q, this test reads %s: pin them together (%v)", conformancePackage, pkg.Version, conformanceVersion, err)
 	}
 	dir := t.TempDir()
-	pack := exec.Command("npm", "pack", conformancePackage, "--pack-destination", dir, "--silent", "--no-audit", "--no-fund")
-	pack.Dir = dir
-	outb, err := pack.CombinedOutput()
-	if err != nil {
-		needsNPM(t, "npm pack %s failed, so the official schemas are not at hand: %v\n%s", conformancePackage, err, outb)
-	}
-	tgz := filepath.Join(dir, strings.TrimSpace(lastLine(string(outb))))
-	index := filepath.Join(dir, "index.js")
-	if err := untarFile(tgz, "package/dist/index.js", index); err != nil {
-		t.Fatal(err)
-	}
 	extract, err := filepath.Abs("testdata/schema/extract.mjs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if outb, err := exec.Command("node", extract, index, dir).CombinedOutput(); err != nil {
+	if outb, err := exec.Command("node", extract, filepath.Join(conformanceDir, "dist", "index.js"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("read the schemas out of %s: %v\n%s", conformancePackage, err, outb)
 	}
 	schemas := map[string]*schemaDoc{}
@@ -318,7 +319,7 @@ func loadSchemas(t *testing.T) map[string]*schemaDoc {
 }
 
 // needsNPM skips a test whose npm packages cannot be had, except in CI
-// (CI=true), which has npm and the registry: there it fails, so a broken
+// (CI=true), which installs them (.ci/run): there it fails, so a broken
 // install cannot pass as a skip.
 func needsNPM(t *testing.T, format string, args ...any) {
 	t.Helper()
@@ -326,41 +327,4 @@ func needsNPM(t *testing.T, format string, args ...any) {
 		t.Fatalf(format, args...)
 	}
 	t.Skipf(format, args...)
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
-}
-
-// untarFile copies one file out of a .tgz.
-func untarFile(tgz, name, dst string) error {
-	f, err := os.Open(tgz)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", tgz, err)
-	}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			return fmt.Errorf("find %s in %s: %w", name, tgz, err)
-		}
-		if h.Name != name {
-			continue
-		}
-		out, err := os.Create(dst)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, tr); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	}
 }

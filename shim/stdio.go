@@ -29,11 +29,11 @@ import (
 //   - stdin is read through the runtime's poller when it is a pipe or a
 //     socket: a blocking read would park a thread and cost a thread
 //     hand-off per request, and a polled one can be given a deadline, so
-//     Serve stops its reader when the turn ends.
-//   - stdout is written through the poller too when it is a pipe or a
-//     socket: a write the pipe cannot take at once returns instead of
-//     blocking, so a large output's text is escaped while the client
-//     reads what went before it (ADR 0025).
+//     Serve stops its reader when the turn ends. The poller needs the
+//     descriptor non-blocking; it is read through a duplicate of its own,
+//     closed when the turn ends, and made blocking again then.
+//   - stdout is written as the harness gave it, blocking: the pipe may be
+//     shared, and one goroutine writes it (Serve).
 //
 // stdin and stdout are the process's *os.File in production; anything else
 // (a test's buffers) is served as it is, without the watch and the poller.
@@ -63,10 +63,11 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 			case <-ctx.Done():
 			}
 		}()
-		stdout = pollable(f)
 	}
 	if f, ok := stdin.(*os.File); ok {
-		stdin = pollable(f)
+		polled, release := pollable(f)
+		defer release()
+		stdin = polled
 	}
 	err = Serve(ctx, cfg, stdin, stdout)
 	if err != nil && ctx.Err() != nil {
@@ -106,19 +107,34 @@ func watchClosed(f *os.File) <-chan struct{} {
 	return gone
 }
 
-// pollable returns f as a file the Go runtime's poller reads or writes,
-// when f is a pipe or socket. Anything else (a terminal, whose mode the
-// user shares, or a file) is returned as it is: Serve cannot interrupt a
-// Read on it, and a write to it blocks.
-func pollable(f *os.File) *os.File {
+// pollable returns a file the Go runtime's poller reads f through, when
+// f is a pipe or socket, and the function that ends that once Serve has
+// returned. Anything else (a terminal, whose mode the user shares, or a
+// file) is returned as it is: Serve cannot interrupt a Read on it.
+//
+// The file is a duplicate of f's descriptor, with a number and an
+// *os.File of its own, so closing it never closes f. The two share the
+// harness's file description, so f is non-blocking too while the turn
+// runs, and made blocking again at its end.
+func pollable(f *os.File) (*os.File, func()) {
 	fi, err := f.Stat()
 	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
-		return f
+		return f, func() {}
 	}
 	fd := int(f.Fd())
-	if unix.SetNonblock(fd, true) != nil {
-		return f
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return f, func() {}
 	}
-	// NewFile sees the non-blocking flag and registers fd with the poller.
-	return os.NewFile(uintptr(fd), f.Name())
+	unix.CloseOnExec(dup)
+	if unix.SetNonblock(dup, true) != nil {
+		unix.Close(dup)
+		return f, func() {}
+	}
+	// NewFile sees the non-blocking flag and registers dup with the poller.
+	polled := os.NewFile(uintptr(dup), f.Name())
+	return polled, func() {
+		polled.Close()
+		unix.SetNonblock(fd, false)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -16,13 +17,16 @@ import (
 func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 	fs := newFlagSet(stdio, "install", "HARNESS [flags]",
 		"Add the sharedos server to HARNESS's MCP configuration, running this binary as\n"+
-			"'serve --integration NAME'. The rest of the file is kept as it was. When the kernel's\n"+
+			"'serve --integration NAME'. The rest of the file is kept as it was. The entry is named\n"+
+			"sharedos and announces the harness id; with --integration NAME it is a further entry,\n"+
+			"sharedos-NAME, for a subagent or profile to be given alone (a child integration: see\n"+
+			"docs/install for how each harness does that). When the kernel's\n"+
 			"socket is not where a harness started from a GUI or an IDE would look (without\n"+
 			"$XDG_RUNTIME_DIR), the entry names it with --socket. For pi it also turns off\n"+
 			"pi-mcp-adapter's script mode, which runs model-written JavaScript outside the kernel.\n"+
 			"Harnesses: "+harnessList+".")
 	scopeFlag := fs.String("scope", string(install.ScopeUser), "which configuration file: user or project (the current directory)")
-	integration := fs.String("integration", "", "integration `name` the server announces to the kernel (default: the harness id)")
+	integration := fs.String("integration", "", "integration `name` the entry announces to the kernel (default: the harness id); another name writes a further entry, sharedos-NAME")
 	socket := fs.String("socket", "", "kernel socket `path` passed to serve, made absolute (default: serve's default, written into the entry when a harness started without the shell's environment would miss it)")
 	dryRun := fs.Bool("dry-run", false, "print the change as a diff and write nothing")
 	keepScriptMode := fs.Bool("keep-script-mode", false, "pi only: leave pi-mcp-adapter's script mode as it is (on by default: model-written JavaScript, run outside the kernel)")
@@ -63,11 +67,25 @@ func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 		cli.Warn(stdio.Err, prog, "this binary is a temporary build ("+exe+"): the entry stops working when Go removes it",
 			"install a lasting one from the clone with 'make install' (or 'go install .'), then run that binary's install")
 	}
+	entry := install.EntryName(h, name)
+	h = h.Named(entry)
+	if entry != install.ServerName {
+		// Two names can make one entry name (a.b and a_b); one must not
+		// silently take the other's entry.
+		if in, err := install.Inspect(h, scope, env); err == nil && in.Found && in.Integration() != name {
+			return cli.Hintf(fmt.Errorf("install: %s already holds a %s entry, for the integration %q", in.Path, entry, in.Integration()),
+				"uninstall it first ('%s uninstall %s --integration %s'), or choose a name that differs in more than punctuation", prog, h.ID, in.Integration())
+		}
+	}
 	c, err := install.PlanInstall(h, scope, env, install.NewEntry(exe, name, sockArg), install.Options{KeepScriptMode: *keepScriptMode})
 	if err != nil {
-		return planError("install", err)
+		return planError("install", entry, err)
 	}
-	if err := finish(stdio, "install", c, *dryRun, func() string {
+	if err := finish(stdio, "install", entry, c, *dryRun, func() string {
+		if entry != install.ServerName {
+			return fmt.Sprintf("installed %s in %s, announcing %s; verify with: %s\ngive it alone to the subagent or profile that should act as %s: docs/install/%s.md says how",
+				entry, c.Path, name, h.Verify, name, h.ID)
+		}
 		return fmt.Sprintf("installed %s in %s; verify with: %s", install.ServerName, c.Path, h.Verify)
 	}); err != nil {
 		return err
@@ -76,8 +94,24 @@ func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 		fmt.Fprintf(stdio.Out, "the entry passes --socket %s: a harness started without $XDG_RUNTIME_DIR or $SHAREDOS_SOCKET (from a GUI or an IDE) would look for %s\n",
 			sockArg, install.BareSocket(os.Getenv))
 	}
+	if *socket != "" && !*dryRun {
+		warnNoKernel(stdio, sockArg)
+	}
 	reportScriptMode(stdio, h, env, c, *dryRun)
 	return nil
+}
+
+// warnNoKernel warns when nothing listens on the socket an entry names:
+// a --socket with a typo looks installed, and the harness then has no
+// sharedos tools.
+func warnNoKernel(stdio cli.IO, socket string) {
+	c, err := net.Dial("unix", socket)
+	if err == nil {
+		c.Close()
+		return
+	}
+	cli.Warn(stdio.Err, prog, "no kernel listens on "+socket+" yet: the harness has no sharedos tools until one does",
+		"start one there ("+startKernel("", socket)+"), or install again with the --socket your kernel listens on")
 }
 
 // reportScriptMode says what install did about pi-mcp-adapter's script
@@ -113,24 +147,36 @@ func reportScriptMode(stdio cli.IO, h install.Harness, env install.Env, c instal
 func runUninstall(_ context.Context, stdio cli.IO, args []string) error {
 	fs := newFlagSet(stdio, "uninstall", "HARNESS [flags]",
 		"Remove the sharedos server from HARNESS's MCP configuration, leaving the\n"+
-			"rest of the file as it was.\n"+
+			"rest of the file as it was; with --integration NAME, the further entry install\n"+
+			"--integration NAME wrote.\n"+
 			"Harnesses: "+harnessList+".")
 	scopeFlag := fs.String("scope", string(install.ScopeUser), "which configuration file: user or project (the current directory)")
+	integration := fs.String("integration", "", "remove the entry for this integration `name` (default: the harness id's, sharedos)")
 	dryRun := fs.Bool("dry-run", false, "print the change as a diff and write nothing")
 	h, scope, err := parseHarnessArgs(fs, args, scopeFlag)
 	if err != nil {
 		return err
 	}
+	if *integration != "" {
+		if err := integrationName("uninstall", *integration); err != nil {
+			return err
+		}
+		h = h.Named(install.EntryName(h, *integration))
+	}
+	entry := h.EntryName()
 	env, err := processEnv()
 	if err != nil {
 		return err
 	}
 	c, err := install.PlanUninstall(h, scope, env)
 	if err != nil {
-		return planError("uninstall", err)
+		return planError("uninstall", entry, err)
 	}
-	if err := finish(stdio, "uninstall", c, *dryRun, func() string {
-		return fmt.Sprintf("removed %s from %s", install.ServerName, c.Path)
+	if err := finish(stdio, "uninstall", entry, c, *dryRun, func() string {
+		if c.Removes() {
+			return fmt.Sprintf("removed %s from %s, and the file with it: install created it, and nothing else is in it", entry, c.Path)
+		}
+		return fmt.Sprintf("removed %s from %s", entry, c.Path)
 	}); err != nil {
 		return err
 	}
@@ -175,25 +221,25 @@ func processEnv() (install.Env, error) {
 	return install.Env{Home: home, Dir: dir, Getenv: os.Getenv}, nil
 }
 
-func planError(verb string, err error) error {
+func planError(verb, entry string, err error) error {
 	var pe *install.ParseError
 	switch {
 	case errors.As(err, &pe):
 		return cli.Hintf(fmt.Errorf("%s: parse %w", verb, err), "fix the file or move it aside; it was left untouched")
 	case errors.Is(err, install.ErrUnsupportedLayout):
-		return cli.Hintf(fmt.Errorf("%s: %w", verb, err), "edit the %s entry by hand; the file was left untouched", install.ServerName)
+		return cli.Hintf(fmt.Errorf("%s: %w", verb, err), "edit the %s entry by hand; the file was left untouched", entry)
 	}
-	return fmt.Errorf("%s: %w", verb, err)
+	return cli.Hintf(fmt.Errorf("%s: %w", verb, err), "the harness's config must be a file you can read and write, in a directory you can write")
 }
 
 // finish prints the diff for a dry run, or applies the change, and says
 // what happened in one line.
-func finish(stdio cli.IO, verb string, c install.Change, dryRun bool, done func() string) error {
+func finish(stdio cli.IO, verb, entry string, c install.Change, dryRun bool, done func() string) error {
 	if !c.Changed() {
 		if verb == "install" {
-			fmt.Fprintf(stdio.Out, "%s already holds this %s entry; nothing changed\n", c.Path, install.ServerName)
+			fmt.Fprintf(stdio.Out, "%s already holds this %s entry; nothing changed\n", c.Path, entry)
 		} else {
-			fmt.Fprintf(stdio.Out, "%s holds no %s entry; nothing changed\n", c.Path, install.ServerName)
+			fmt.Fprintf(stdio.Out, "%s holds no %s entry; nothing changed\n", c.Path, entry)
 		}
 		return nil
 	}

@@ -33,20 +33,12 @@ func runKernelApprove(stdio cli.IO, args []string) error {
 	configFile := fs.String("config", "", configHelp)
 	sha := fs.String("sha256", "", "approve only the definition whose SHA-256 begins with these hex digits (12 or more)")
 	// Flags may come after the names: kernel approve memory --config F.
-	var names []string
-	rest := args
-	for {
-		if err := parseFlags(fs, rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names = append(names, fs.Arg(0))
-		rest = fs.Args()[1:]
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(names) == 0 || len(names) > 2 {
-		return cli.Usagef("name the upstream, and optionally one of its tools: kernel approve memory read_graph", "kernel approve: want UPSTREAM [TOOL], got %d argument(s)", len(names))
+		return cli.Usagef("name the upstream, and optionally one of its tools: kernel approve memory read_graph", "kernel approve: want UPSTREAM [TOOL], got %s", cli.Count(len(names), "argument", "arguments"))
 	}
 	up, tool := names[0], ""
 	if len(names) == 2 {

@@ -37,7 +37,7 @@ func secretsError(err error) error {
 	for i, e := range errs {
 		msgs[i] = e.Error()
 	}
-	return fmt.Errorf("%d secret(s) could not be loaded: %s", len(errs), strings.Join(msgs, "; "))
+	return fmt.Errorf("%s could not be loaded: %s", cli.Count(len(errs), "secret", "secrets"), strings.Join(msgs, "; "))
 }
 
 // secretErrors splits what secret.Load or secret.Check returned.

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/sharedos/sharedos-mcp/internal/hermetic"
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
@@ -25,13 +27,30 @@ import (
 // It is also what the kernel runs as each upstream's supervisor, and the
 // test upstream of internal/testupstream: "testupstream FLAGS" in a
 // script's [[upstream]] command.
+//
+// The tests themselves run away from the user's own configuration and
+// state (hermetic.Isolate); the commands keep the environment the script
+// gives them.
 func TestMain(m *testing.M) {
 	upstream.MaybeSupervise()
 	testupstream.MaybeRun()
-	testscript.Main(m, map[string]func(){
+	testscript.Main(hermeticRun{m}, map[string]func(){
 		prog:           func() { os.Exit(Main(Build{})) },
 		"testupstream": func() { os.Exit(testupstream.Main(os.Args[1:])) },
 	})
+}
+
+// hermeticRun runs the tests with hermetic.Isolate.
+type hermeticRun struct{ m *testing.M }
+
+func (h hermeticRun) Run() int {
+	restore, err := hermetic.Isolate()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hermetic:", err)
+		return 1
+	}
+	defer restore()
+	return h.m.Run()
 }
 
 // TestScripts runs the user-facing command line as a user meets it:

@@ -25,7 +25,8 @@ import (
 // upstreams, with its state directory.
 type brokerKernel struct {
 	*refKernel
-	state string
+	state  string
+	config string // the config file, to rewrite before a SIGHUP
 }
 
 // startBrokerKernel writes config (a kernel.toml without state_dir) next
@@ -46,7 +47,7 @@ func startBrokerKernel(t *testing.T, config string, ready ...string) *brokerKern
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	sock := filepath.Join(sockDir, "k.sock")
 	k := runKernelProcess(t, sock, filepath.Join(dir, "audit.jsonl"), "--config", file)
-	bk := &brokerKernel{refKernel: k, state: state}
+	bk := &brokerKernel{refKernel: k, state: state, config: file}
 	for _, name := range ready {
 		bk.waitReady(t, name)
 	}
@@ -54,7 +55,7 @@ func startBrokerKernel(t *testing.T, config string, ready ...string) *brokerKern
 }
 
 // waitReady polls the status the kernel writes until upstream name is
-// ready: the kernel's log is JSON on a pipe, the status file a document.
+// ready: the kernel's log is lines for a person, the status file a document.
 func (k *brokerKernel) waitReady(t *testing.T, name string) status.Upstream {
 	t.Helper()
 	var st status.Upstream

@@ -492,10 +492,14 @@ descendants = true
 actions = ["call"]
 `, srv.URL, caFile))
 	cfgFile := filepath.Join(filepath.Dir(k.state), "kernel.toml")
-	// Not logged in: the upstream waits, and doctor says what to run.
-	doctor, _, _ := run(t, nil, "doctor", "--config", cfgFile, "--socket", k.sock)
-	if !strings.Contains(doctor, "it has not been logged in to") || !strings.Contains(doctor, "fix: run: sharedos-mcp kernel login linear --config "+cfgFile) {
-		t.Errorf("doctor before the login:\n%s", doctor)
+	// Not logged in: the upstream waits, and doctor says what to run
+	// (once the kernel has reported on it).
+	var doctor, doctorErr string
+	if !pollUntil(time.Minute, func() bool {
+		doctor, doctorErr, _ = run(t, nil, "doctor", "--config", cfgFile, "--socket", k.sock)
+		return strings.Contains(doctor, "it has not been logged in to") && strings.Contains(doctor, "fix: run: sharedos-mcp kernel login linear --config "+cfgFile)
+	}) {
+		t.Errorf("doctor before the login:\n%s%s", doctor, doctorErr)
 	}
 
 	out, errOut, c := run(t, []string{"BROWSER=" + exe, browserCA + "=" + caFile}, "kernel", "login", "linear", "--config", cfgFile)
@@ -527,9 +531,11 @@ actions = ["call"]
 		t.Errorf("whoami: %s", resultJSON(t, r, err))
 	}
 	results := resultJSON(t, r, err)
-	doctor, _, _ = run(t, nil, "doctor", "--config", cfgFile, "--socket", k.sock)
-	if !strings.Contains(doctor, "auth: oauth, token until ") {
-		t.Errorf("doctor after the login:\n%s", doctor)
+	if !pollUntil(time.Minute, func() bool {
+		doctor, doctorErr, _ = run(t, nil, "doctor", "--config", cfgFile, "--socket", k.sock)
+		return strings.Contains(doctor, "auth: oauth, token until ")
+	}) {
+		t.Errorf("doctor after the login:\n%s%s", doctor, doctorErr)
 	}
 
 	out, _, c = run(t, nil, "kernel", "logout", "linear", "--config", cfgFile)

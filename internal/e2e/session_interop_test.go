@@ -26,7 +26,7 @@ import (
 // binary, spawned by an SDK client or driven line by line.
 
 // needsNPM skips a test whose npm packages cannot be had, except in CI
-// (CI=true), which has npm and the registry: there it fails, so a broken
+// (CI=true), which installs them (.ci/run): there it fails, so a broken
 // install cannot pass as a skip.
 func needsNPM(t *testing.T, format string, args ...any) {
 	t.Helper()
@@ -301,30 +301,21 @@ func waitStopped(t *testing.T, pid int) {
 // TestTypeScriptSDKPingDuringAHeldCall: the TypeScript SDK client's
 // ping({timeout: 1000}) is answered while a call is held at the kernel (it
 // timed out before, waiting behind the call). The client is
-// testdata/tsclient, installed from the npm registry by its lockfile into
-// a temporary directory.
+// testdata/tsclient, installed by its lockfile where it is, as .ci/run
+// does (npm ci --prefix internal/e2e/testdata/tsclient); the test reaches
+// no registry.
 func TestTypeScriptSDKPingDuringAHeldCall(t *testing.T) {
 	t.Parallel() // most of it is a held call
-	for _, tool := range []string{"npm", "node"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			needsNPM(t, "%s is not installed: this test drives the TypeScript SDK client from npm (CI has npm)", tool)
-		}
+	if _, err := exec.LookPath("node"); err != nil {
+		needsNPM(t, "node is not installed: this test drives the TypeScript SDK client (CI has node)")
 	}
 	bin := testbin.Path(t)
-	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", "ping.mjs"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "tsclient", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	dir, err := filepath.Abs(filepath.Join("testdata", "tsclient"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	install := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	install.Dir = dir
-	if out, err := install.CombinedOutput(); err != nil {
-		needsNPM(t, "npm ci of the TypeScript SDK failed, so there is no client to drive: %v\n%s", err, out)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		needsNPM(t, "the TypeScript SDK client is not installed: run npm ci --prefix internal/e2e/testdata/tsclient, as .ci/run does (%v)", err)
 	}
 
 	k := kerneltest.Start(t, kerneltest.Options{})

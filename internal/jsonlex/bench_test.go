@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 )
 
@@ -42,41 +41,5 @@ func BenchmarkLexStringEscapeDense(b *testing.B) {
 		if _, _, err := l.String(); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// BenchmarkPrescanEscapeDense checks the same string as it arrives, in
-// pieces of 64 KiB, as a reader does between its reads.
-func BenchmarkPrescanEscapeDense(b *testing.B) {
-	benchmarkPrescan(b, sourceLikeString(4<<20), 1)
-}
-
-// BenchmarkPrescanCatalogue checks a tools.list answer of 512 tools
-// (about half a megabyte of short strings, none long enough to record)
-// as it arrives, as the kernel client does a first list: what the
-// prescan costs a line it cannot help.
-func BenchmarkPrescanCatalogue(b *testing.B) {
-	tool := `{"name":"files.read","description":"` + strings.Repeat("Reads a file inside the shared root and returns its text. ", 10) +
-		`","inputSchema":{"type":"object","properties":{"path":{"type":"string","description":"Absolute path inside the root, e.g. \"/src/main.go\"."}},"required":["path"]}}`
-	benchmarkPrescan(b, []byte(`{"jsonrpc":"2.0","id":2,"result":{"tools":[`+strings.TrimSuffix(strings.Repeat(tool+",", 512), ",")+`],"catalogHash":"x"}}`), 0)
-}
-
-// benchmarkPrescan scans src as it arrives, in pieces of 64 KiB, and
-// checks that it recorded strs long strings.
-func benchmarkPrescan(b *testing.B, src []byte, strs int) {
-	b.SetBytes(int64(len(src)))
-	b.ReportAllocs()
-	var p Prescan
-	for b.Loop() {
-		p.Reset(wire)
-		for n := 64 << 10; ; n += 64 << 10 {
-			p.Scan(src[:min(n, len(src))])
-			if n >= len(src) {
-				break
-			}
-		}
-	}
-	if len(p.spans) != strs {
-		b.Fatalf("%d strings recorded, want %d", len(p.spans), strs)
 	}
 }

@@ -76,9 +76,7 @@ type Lexer struct {
 	pos      int
 	depth    int
 	maxDepth int
-	stop     Stop   // where SkipPlain must stop in a string body
-	known    []span // strings a Prescan checked, from the next on (Known)
-	knownOff int    // the offset of src in the text they were found in
+	stop     Stop // where SkipPlain must stop in a string body
 }
 
 // Reset starts the lexer on src at offset 0.
@@ -89,7 +87,6 @@ func (l *Lexer) Reset(src []byte, o Options) {
 		l.maxDepth = DefaultMaxDepth
 	}
 	l.stop = stopFor(o.UTF8)
-	l.known, l.knownOff = nil, 0
 }
 
 // stopFor is where a string body's fast skip stops under u: under
@@ -267,9 +264,6 @@ func (l *Lexer) str(key bool) (raw []byte, escaped bool, err error) {
 		return nil, false, l.Want("a string key")
 	}
 	i := start + 1
-	if len(l.known) > 0 {
-		i, escaped = l.knownString(start, i)
-	}
 	for {
 		i = SkipPlain(src, i, stop)
 		if i >= len(src) {

@@ -19,14 +19,8 @@ var (
 // same tokens encoding/json does. Each string is followed by its decoded
 // value under sur in strs.
 func compact(src []byte, o Options, sur Surrogates) (out []byte, strs [][]byte, err error) {
-	return compactKnown(src, o, sur, nil)
-}
-
-// compactKnown is compact by a lexer that knows what p found in src.
-func compactKnown(src []byte, o Options, sur Surrogates, p *Prescan) (out []byte, strs [][]byte, err error) {
 	var l Lexer
 	l.Reset(src, o)
-	l.Known(p, 0)
 	l.Space()
 	var value func() error
 	str := func(raw []byte) {
@@ -320,9 +314,9 @@ func escapedByteByByte(dst []byte, s string) ([]byte, int) {
 }
 
 // TestAppendEscapedASCIIEveryByteAnywhere puts each byte value at each
-// offset of texts that span several words and sixteen-byte blocks, one
-// plain and one with a stop every few bytes, so that every kind of byte
-// meets every kind of block: the bytes are a byte loop's.
+// offset of texts that span several words, one plain and one with a stop
+// every few bytes, so that every kind of byte meets every place in a
+// word: the bytes are a byte loop's.
 func TestAppendEscapedASCIIEveryByteAnywhere(t *testing.T) {
 	for _, text := range []string{
 		"plain words and more plain words, then some more of them",
@@ -343,15 +337,16 @@ func TestAppendEscapedASCIIEveryByteAnywhere(t *testing.T) {
 }
 
 // TestAppendEscapedASCIIAnyCapacity escapes text with every kind of
-// escape into buffers of every capacity, so that the word-at-a-time
-// stores meet the end of the buffer at every offset: the bytes are a
-// byte loop's, and a buffer that has room for them is used, not grown.
+// escape into buffers of every capacity, so that the writes meet the end
+// of the buffer at every offset: the bytes are a byte loop's, nothing is
+// written past the capacity, and a buffer that has room for them is used,
+// not grown.
 func TestAppendEscapedASCIIAnyCapacity(t *testing.T) {
 	s := "\x01\x02\x03\x04\x05\x06\x07\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17 if x {\n\treturn \"a\\b\"\x01\x1f\x7f\b\f\r} plain words, some more plain words\"\"\\\\\x00\xc3\xa9tail"
 	want, stop := escapedByteByByte([]byte("pre"), s)
 	for c := 3; c <= len(want)+64; c++ {
 		// The buffer's capacity ends where guard bytes begin, which
-		// the stores must not reach.
+		// no write may reach.
 		mem := bytes.Repeat([]byte{0xAA}, c+64)
 		dst := append(mem[:0:c], "pre"...)
 		got, j := AppendEscapedASCII(dst, s, 0)
@@ -388,14 +383,6 @@ func TestDenseEscapesAreCheckedAtEveryOffset(t *testing.T) {
 			}
 			if (err == nil) != json.Valid(src) {
 				t.Fatalf("%q: %v; json.Valid says %v", src, err, json.Valid(src))
-			}
-			for _, piece := range []int{1, 7, len(src)} {
-				text := []byte(`"` + strings.Repeat(run, LongString/len(run)) + string(src[1:]))
-				_, _, want := compact(text, wire, ReplaceSurrogates)
-				_, _, got := compactKnown(text, wire, ReplaceSurrogates, prescanned(text, wire, piece))
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("%q after a long run, pieces of %d: with the prescan %v; without %v", src, piece, got, want)
-				}
 			}
 		}
 	}

@@ -60,8 +60,8 @@ func (stop Stop) flags(x uint64) uint64 {
 // skipShortEscapes steps over a string body's plain bytes and two-byte
 // escapes (\n, \", ...) from i, a word at a time, and returns the offset
 // of the first byte in stop that does not begin one, or of one of the
-// last eight bytes of s, which it leaves to its caller. The lexer and the
-// prescan call it after a string's first escape: text like source code
+// last eight bytes of s, which it leaves to its caller. The lexer calls
+// it after a string's first escape: text like source code
 // has one every dozen bytes, and each would otherwise cost a round
 // through SkipPlain and the caller's cases.
 func skipShortEscapes(s []byte, i int, stop Stop) int {

@@ -3,8 +3,8 @@ package jsonlex
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // The module writes JSON strings under two contracts: the bytes
@@ -23,88 +23,34 @@ const hexDigits = "0123456789abcdef"
 // \u00xx in lowercase hex; every other ASCII byte, DEL included, is
 // written as it is.
 //
-// A large output's text block is this over megabytes of text like
-// source code, with a stop every dozen bytes, so it does not append: it
-// stores into dst's spare capacity, a plain word as it is and a word with
-// a stop a byte at a time through a table of what each byte becomes; on
-// amd64, sixteen bytes at a time (escapeBlocks, docs/adr/0027).
-// dst is grown (make and copy) only when a write would not fit; a caller
-// that escapes large text sizes dst for it.
+// A large output's text block is this over megabytes of text like source
+// code, with a stop every dozen bytes, so it goes a word at a time into
+// dst's spare capacity: a word without a stop is stored as it is, a word
+// with some a byte at a time through a table of what each byte becomes,
+// each store eight bytes wide and bounds-checked. dst is grown (make and
+// copy) only when a write would not fit; a caller that escapes large text
+// sizes dst for it.
 func AppendEscapedASCII[T ~string | ~[]byte](dst []byte, s T, i int) ([]byte, int) {
-	// One body for both kinds of s, compiled outside the generic code
-	// (whose shaped form does not inline the stores): a slice header
-	// begins with a string's, and s is only read.
-	return appendEscapedASCII(dst, *(*string)(unsafe.Pointer(&s)), i)
-}
-
-func appendEscapedASCII(dst []byte, s string, i int) ([]byte, int) {
 	k, d := len(dst), dst[:cap(dst)]
-	// Where the blocks may be tried again, and how far past a block
-	// they leave to try them next, doubled while they do not get four
-	// blocks far: text full of \u00xx escapes (terminal colours, \x1b
-	// every few bytes) would otherwise try every other word in blocks,
-	// and go at half the words' speed.
-	blocksFrom, backOff := i, 16
 	for i < len(s) {
-		// Sixteen bytes at a time where the processor can; the blocks
-		// it leaves, the rest of s, and any growing are done below. A
-		// call takes at most 64 KiB: the runtime cannot preempt
-		// assembly, and a goroutine that answers a ping may be waiting.
-		if haveBlocks && i >= blocksFrom && len(s)-i >= 32 {
-			if blocks := min((len(s)-i)/16, (len(d)-k)/32, 4096); blocks > 0 {
-				n, w := escapeBlocks(&d[k], unsafe.StringData(s[i:]), blocks)
-				i, k = i+n, k+w
-				if n == 16*blocks {
-					continue
-				}
-				if n >= 4*16 {
-					backOff = 16
-				} else {
-					backOff = min(2*backOff, 4096)
-				}
-				blocksFrom = i + backOff
-			}
-		}
-		// A word at a time, stored as it is if it has no stop, else a
-		// byte at a time through the table: every load's address is
-		// known ahead, so none waits for where the last stop was. There
-		// is room for eight escapes of six bytes, each stored as eight,
-		// so the stores are unchecked.
-		if i+8 <= len(s) && len(d)-k >= 8*6+2 {
-			p := unsafe.Pointer(unsafe.SliceData(d))
+		// Room for eight escapes of six bytes, the last stored as
+		// eight: the word's stores stay inside d.
+		if i+8 <= len(s) && len(d)-k >= 7*6+8 {
 			w := s[i : i+8]
 			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
 				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
 			if StopNonASCII.flags(x) == 0 {
-				store8(p, k, x)
+				binary.LittleEndian.PutUint64(d[k:], x)
 				i, k = i+8, k+8
 				continue
 			}
-			if x&0x8080808080808080 == 0 { // written out: Go does not unroll loops
-				e := escapes[byte(x)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>8)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>16)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>24)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>32)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>40)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>48)]
-				store8(p, k, e)
-				k += int(e >> 56)
-				e = escapes[byte(x>>56)]
-				store8(p, k, e)
-				k += int(e >> 56)
+			if x&0x8080808080808080 == 0 {
+				for range 8 {
+					e := escapes[byte(x)]
+					binary.LittleEndian.PutUint64(d[k:], e)
+					k += int(e >> 56)
+					x >>= 8
+				}
 				i += 8
 				continue
 			}
@@ -136,18 +82,10 @@ func appendEscapedASCII(dst []byte, s string, i int) ([]byte, int) {
 	return d[:k], i
 }
 
-// store8 stores v at p+k, its lowest byte first (as one unaligned store
-// where the processor has them, bytes one by one where it does not). The
-// caller has checked that the eight bytes are inside its buffer.
-func store8(p unsafe.Pointer, k int, v uint64) {
-	binary.LittleEndian.PutUint64((*[8]byte)(unsafe.Add(p, k))[:], v)
-}
-
 // escapes is what AppendEscapedASCII writes for each ASCII byte: its
 // bytes in the low six bytes of the word, first byte lowest, and how many
-// there are in the top byte. It has a (zero) word for every byte value so
-// that indexing it needs no check; bytes at or above 0x80 never reach it.
-var escapes = func() (t [256]uint64) {
+// there are in the top byte.
+var escapes = func() (t [utf8.RuneSelf]uint64) {
 	for b := range utf8.RuneSelf {
 		switch b {
 		case '"', '\\':
@@ -195,46 +133,81 @@ const (
 func AppendUnescaped(dst, body []byte, sur Surrogates) []byte {
 	for i := 0; i < len(body); {
 		if body[i] != '\\' {
-			j := len(body)
-			if k := bytes.IndexByte(body[i+1:], '\\'); k >= 0 {
-				j = i + 1 + k
-			}
+			j := runEnd(body, i)
 			dst = appendRaw(dst, body[i:j], sur)
 			i = j
 			continue
 		}
-		switch e := body[i+1]; e {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r := hex4(body[i+2:])
-			i += 6
-			if 0xD800 <= r && r < 0xDC00 && i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
-				if lo := hex4(body[i+2:]); 0xDC00 <= lo && lo <= 0xDFFF {
-					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-					i += 6
-				}
-			}
-			if sur == KeepSurrogates {
-				dst = appendWTF8(dst, r)
-			} else {
-				dst = utf8.AppendRune(dst, r) // U+FFFD for a surrogate
-			}
-			continue
-		default: // '"', '\\', '/'
-			dst = append(dst, e)
+		r, n := unescape(body, i)
+		if sur == KeepSurrogates {
+			dst = appendWTF8(dst, r)
+		} else {
+			dst = utf8.AppendRune(dst, r) // U+FFFD for a surrogate
 		}
-		i += 2
+		i += n
 	}
 	return dst
+}
+
+// UnescapeString is string(AppendUnescaped(nil, body, ReplaceSurrogates)),
+// written once, into the string: a long value (a file's content) costs
+// one buffer of its size, not a buffer and its copy.
+func UnescapeString(body []byte) string {
+	var b strings.Builder
+	b.Grow(len(body)) // a value is rarely longer than its escaped body
+	for i := 0; i < len(body); {
+		if body[i] != '\\' {
+			j := runEnd(body, i)
+			if run := body[i:j]; utf8.Valid(run) {
+				b.Write(run)
+			} else {
+				b.Write(appendRaw(nil, run, ReplaceSurrogates))
+			}
+			i = j
+			continue
+		}
+		r, n := unescape(body, i)
+		b.WriteRune(r) // U+FFFD for a surrogate
+		i += n
+	}
+	return b.String()
+}
+
+// runEnd is the offset of the first '\\' in body after i, or len(body).
+func runEnd(body []byte, i int) int {
+	if k := bytes.IndexByte(body[i+1:], '\\'); k >= 0 {
+		return i + 1 + k
+	}
+	return len(body)
+}
+
+// unescape decodes the escape at body[i], a '\\' a Lexer has accepted,
+// and returns the code point it spells and its length: a surrogate pair
+// of two \u escapes is one code point, a lone surrogate is returned as
+// it is.
+func unescape(body []byte, i int) (rune, int) {
+	switch e := body[i+1]; e {
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r := hex4(body[i+2:])
+		if 0xD800 <= r && r < 0xDC00 && i+12 <= len(body) && body[i+6] == '\\' && body[i+7] == 'u' {
+			if lo := hex4(body[i+8:]); 0xDC00 <= lo && lo <= 0xDFFF {
+				return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12
+			}
+		}
+		return r, 6
+	default: // '"', '\\', '/'
+		return rune(e), 2
+	}
 }
 
 // appendRaw appends a run of a body without escapes.

@@ -33,14 +33,8 @@ type Envelope struct {
 // (encoding/json would also take "Result"); if a name repeats, the last
 // one wins, as in encoding/json.
 func ParseEnvelope(line []byte) (Envelope, error) {
-	return parseEnvelope(line, nil, 0)
-}
-
-// parseEnvelope is ParseEnvelope with the long strings pre found in the
-// text line begins at offset off of (jsonlex.Lexer.Known).
-func parseEnvelope(line []byte, pre *jsonlex.Prescan, off int) (Envelope, error) {
 	var e Envelope
-	err := walk(line, '{', pre, off, func(key, value []byte) error {
+	err := walk(line, '{', func(key, value []byte) error {
 		if !e.set(key, value) && bytes.IndexByte(key, '\\') >= 0 {
 			var buf [32]byte
 			name := jsonlex.AppendUnescaped(append(buf[:0], '"'), key[1:len(key)-1], jsonlex.ReplaceSurrogates)
@@ -78,25 +72,23 @@ func (e *Envelope) set(key, value []byte) bool {
 // quotes and escapes, and value, as raw JSON. An error from f stops the
 // walk and is returned.
 func EachMember(src []byte, f func(key, value []byte) error) error {
-	return walk(src, '{', nil, 0, f)
+	return walk(src, '{', f)
 }
 
 // EachElement checks that src is one valid JSON array and calls f with
 // each element as raw JSON.
 func EachElement(src []byte, f func(elem []byte) error) error {
-	return walk(src, '[', nil, 0, func(_, elem []byte) error { return f(elem) })
+	return walk(src, '[', func(_, elem []byte) error { return f(elem) })
 }
 
 // ScanError is invalid JSON, with the byte offset where it was found.
 type ScanError = jsonlex.SyntaxError
 
 // walk checks that src is one valid JSON object or array (as open says)
-// and calls f with each member (key nil for an element). pre, if not
-// nil, holds the long strings of the text src begins at offset off of.
-func walk(src []byte, open byte, pre *jsonlex.Prescan, off int, f func(key, value []byte) error) error {
+// and calls f with each member (key nil for an element).
+func walk(src []byte, open byte, f func(key, value []byte) error) error {
 	var l jsonlex.Lexer
 	l.Reset(src, wire)
-	l.Known(pre, off)
 	l.Space()
 	if l.Peek() != open {
 		if open == '{' {
@@ -147,27 +139,6 @@ func KeyName(key []byte) []byte {
 // byte. Text that is not valid JSON gives an error or wrong members, never
 // a panic.
 func EachValidMember(src []byte, f func(key, value []byte) error) error {
-	return eachValidMember(src, known{}, f)
-}
-
-// known is what a Prescan found in the text a slice begins at offset off
-// of; the zero known is nothing.
-type known struct {
-	pre *jsonlex.Prescan
-	off int
-}
-
-// stringEnd returns the offset of the closing quote of the string that
-// opens at offset i of the slice, if the prescan recorded it.
-func (k known) stringEnd(i int) (int, bool) {
-	if k.pre == nil {
-		return 0, false
-	}
-	end, ok := k.pre.StringEnd(k.off + i)
-	return end - k.off, ok
-}
-
-func eachValidMember(src []byte, ahead known, f func(key, value []byte) error) error {
 	i := validSpace(src, 0)
 	if i >= len(src) || src[i] != '{' {
 		return errNotObject
@@ -180,14 +151,14 @@ func eachValidMember(src []byte, ahead known, f func(key, value []byte) error) e
 		if src[i] != '"' {
 			return errNotObject
 		}
-		kend := skipValidString(src, i, ahead)
+		kend := skipValidString(src, i)
 		key := src[i:kend]
 		i = validSpace(src, kend)
 		if i >= len(src) || src[i] != ':' {
 			return errNotObject
 		}
 		i = validSpace(src, i+1)
-		vend := skipValidValue(src, i, ahead)
+		vend := skipValidValue(src, i)
 		if vend <= i {
 			return errNotObject
 		}
@@ -221,10 +192,7 @@ func validSpace(src []byte, i int) int {
 
 // skipValidString returns the end of the string that starts at src[i]:
 // past the first quote not escaped by an odd run of backslashes.
-func skipValidString(src []byte, i int, ahead known) int {
-	if end, ok := ahead.stringEnd(i); ok && end < len(src) && src[end] == '"' {
-		return end + 1
-	}
+func skipValidString(src []byte, i int) int {
 	for j := i + 1; j < len(src); {
 		k := bytes.IndexByte(src[j:], '"')
 		if k < 0 {
@@ -244,19 +212,19 @@ func skipValidString(src []byte, i int, ahead known) int {
 }
 
 // skipValidValue returns the end of the value that starts at src[i].
-func skipValidValue(src []byte, i int, ahead known) int {
+func skipValidValue(src []byte, i int) int {
 	if i >= len(src) {
 		return i
 	}
 	switch src[i] {
 	case '"':
-		return skipValidString(src, i, ahead)
+		return skipValidString(src, i)
 	case '{', '[':
 		depth := 0
 		for i < len(src) {
 			switch src[i] {
 			case '"':
-				i = skipValidString(src, i, ahead)
+				i = skipValidString(src, i)
 				continue
 			case '{', '[':
 				depth++

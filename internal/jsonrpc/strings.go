@@ -3,7 +3,6 @@ package jsonrpc
 import (
 	"errors"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonlex"
 )
@@ -24,9 +23,8 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	return append(AppendStringBody(append(dst, '"'), s), '"')
 }
 
-// AppendStringBody is AppendString without the quotes. A string cut at
-// offsets CutString gives is written piece by piece into the same bytes
-// as whole, so a large one can be escaped and written a piece at a time.
+// AppendStringBody is AppendString without the quotes: an output's text
+// block is escaped into a buffer sized for it.
 func AppendStringBody[S ~string | ~[]byte](dst []byte, s S) []byte {
 	for i := 0; ; {
 		if dst, i = jsonlex.AppendEscapedASCII(dst, s, i); i == len(s) {
@@ -51,30 +49,6 @@ func AppendStringBody[S ~string | ~[]byte](dst []byte, s S) []byte {
 		}
 		dst = append(dst, s[start:i]...)
 	}
-}
-
-// CutString returns where to cut s for AppendStringBody, near n: the
-// last offset from 1 to n that is not inside the bytes of one character
-// (so each piece decodes as the whole would), or the first after n if
-// there is none; len(s) when n >= len(s).
-func CutString[S ~string | ~[]byte](s S, n int) int {
-	if n >= len(s) {
-		return len(s)
-	}
-	// A character's bytes after its first are 10xxxxxx; a cut before
-	// any other byte leaves every character whole, and every invalid
-	// byte decoded, as it is, on its own.
-	for i := n; i > n-utf8.UTFMax && i > 0; i-- {
-		if s[i]&0xC0 != 0x80 {
-			return i
-		}
-	}
-	for i := n + 1; i < len(s); i++ {
-		if s[i]&0xC0 != 0x80 {
-			return i
-		}
-	}
-	return len(s)
 }
 
 var errNotString = errors.New("not a JSON string")
@@ -109,10 +83,5 @@ func DecodeString(raw []byte) (string, error) {
 		var buf [64]byte
 		return string(jsonlex.AppendUnescaped(buf[:0], body, jsonlex.ReplaceSurrogates)), nil
 	}
-	// A long string (a file's content) is decoded into a buffer of its
-	// own, sized once: the value is rarely longer than its escaped body,
-	// and the buffer becomes the string without a copy, since nothing
-	// else refers to it.
-	b := jsonlex.AppendUnescaped(make([]byte, 0, len(body)), body, jsonlex.ReplaceSurrogates)
-	return unsafe.String(unsafe.SliceData(b), len(b)), nil
+	return jsonlex.UnescapeString(body), nil
 }

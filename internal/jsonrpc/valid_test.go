@@ -32,27 +32,3 @@ func FuzzEachValidMember(f *testing.F) {
 		}
 	})
 }
-
-// FuzzStringPieces: a string escaped a piece at a time, cut where
-// CutString says, is the string escaped whole.
-func FuzzStringPieces(f *testing.F) {
-	for _, s := range []string{"", "plain text", "a\"b\\c\n\t\x01", "é€😀\u2028\u2029", "\xff\xe2\x82", "\xe2\x82\xac\xe2"} {
-		f.Add(s, 1)
-		f.Add(s, 3)
-	}
-	f.Fuzz(func(t *testing.T, s string, n int) {
-		if n <= 0 || n > 64 {
-			return
-		}
-		whole := AppendString(nil, s)
-		got := []byte{'"'}
-		for rest := s; len(rest) > 0; {
-			cut := CutString(rest, n)
-			got = AppendStringBody(got, rest[:cut])
-			rest = rest[cut:]
-		}
-		if got = append(got, '"'); string(got) != string(whole) {
-			t.Fatalf("%q in pieces of %d: %q; whole: %q", s, n, got, whole)
-		}
-	})
-}

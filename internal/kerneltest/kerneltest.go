@@ -374,6 +374,10 @@ func (c *Conn) invoke(id json.RawMessage, p kproto.InvokeParams, release, releas
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Content: mustJSON([]map[string]string{{"type": "text", "text": "contents of " + a.Path}})}
 	case p.Tool == "files.list":
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`{"entries":["a.txt","b.txt"]}`)}
+	case p.Tool == "files.write" && a.Path == "/limited": // a budget used up, as the reference kernel answers it
+		res = deny(kproto.CodeRateLimited)
+		retry, wait := true, int64(30000)
+		res.Message, res.Retryable, res.RetryAfterMs = "a grant's limit of calls is used up for write on files:/limited; retry in 30s (retryAfterMs 30000)", &retry, &wait
 	case p.Tool == "files.write":
 		res = deny(kproto.CodeNoMatchingGrant)
 		res.Message = "no grant allows write on files:/x"

@@ -19,6 +19,9 @@ const (
 	// MethodProgress is the one notification a kernel sends: how far a
 	// call has got. A kernel that never sends it is conforming.
 	MethodProgress = "call.progress"
+	// MethodExplain is an operator method: how the kernel would decide a
+	// call now, without running it (ExplainParams, ExplainResult).
+	MethodExplain = "kernel.explain"
 )
 
 // Reason codes carried in a JSON-RPC error's data.code.
@@ -27,6 +30,11 @@ const (
 	ErrAlreadyIntroduced      = "already_introduced"
 	ErrHelloRequired          = "hello_required"
 	ErrUnsupportedProtocol    = "unsupported_protocol"
+	// ErrOperatorOnly refuses an operator method to a connection that is
+	// not the operator's (one that said hello, or whose uid the kernel
+	// does not serve as operator), and a hello from a uid served as
+	// operator only.
+	ErrOperatorOnly = "operator_only"
 )
 
 // Invocation statuses.
@@ -48,6 +56,13 @@ const (
 	CodeInternal          = "internal"
 	CodeNotFound          = "not_found"
 	CodeTooLarge          = "too_large"
+	// CodeRateLimited: denied, a grant's limit or turn_limit is used up.
+	// For a limit, retryable, with RetryAfterMs; for a turn_limit, not
+	// within the turn.
+	CodeRateLimited = "rate_limited"
+	// CodeApprovalRequired: denied, the grants allow the call only once a
+	// person approves it, and the kernel cannot ask.
+	CodeApprovalRequired = "approval_required"
 	// Codes of brokered calls (a tool of an upstream MCP server).
 	CodeUpstreamError       = "upstream_error"       // failed: the upstream answered isError or a JSON-RPC error
 	CodeUpstreamTimeout     = "upstream_timeout"     // failed, retryable: no answer within its call_timeout
@@ -117,6 +132,9 @@ type InvokeResult struct {
 	Code      string          `json:"code,omitempty"`
 	Message   string          `json:"message,omitempty"`
 	Retryable *bool           `json:"retryable,omitempty"`
+	// RetryAfterMs is, for rate_limited, how long in milliseconds until
+	// the same call can be allowed again.
+	RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
 }
 
 // CancelParams is call.cancel's params.
@@ -139,4 +157,72 @@ type EscalateParams struct {
 	CallID string `json:"callId"`
 	Reason string `json:"reason"`
 	Note   string `json:"note,omitempty"`
+}
+
+// ExplainParams asks how the kernel would decide one call of Tool with
+// Arguments (absent: {}) by Integration, now.
+type ExplainParams struct {
+	Integration string          `json:"integration"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Causes of tool_unavailable in ExplainResult.Unavailable.
+const (
+	UnavailableNotRegistered    = "not_registered"     // no tool of that name, built in or brokered
+	UnavailableQuarantined      = "quarantined"        // its upstream offers it, but the kernel withholds it (Detail says why)
+	UnavailableNotGranted       = "not_granted"        // no grant publishes it to the integration and each of its ancestors
+	UnavailableUpstreamNotReady = "upstream_not_ready" // its upstream is not running now
+)
+
+// ExplainResult is how the kernel would decide a call now: whether it
+// would run it, and if not how it would refuse it, with the grants that
+// decided (Grants) or that came nearest (Checks).
+type ExplainResult struct {
+	// Allowed: the kernel would run the call now. Otherwise Status, Code
+	// and Message are the refusal the model would read, and
+	// RetryAfterMs its wait for rate_limited.
+	Allowed      bool   `json:"allowed"`
+	Status       string `json:"status,omitempty"`
+	Code         string `json:"code,omitempty"`
+	Message      string `json:"message,omitempty"`
+	RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
+
+	Tool     string `json:"tool"`
+	Resource string `json:"resource,omitempty"` // the resource the arguments name
+	Action   string `json:"action,omitempty"`
+	// Chain is the integration, then each ancestor up to its root: the
+	// levels the call is decided at.
+	Chain []string `json:"chain"`
+	// Ask is who must approve the call before it runs, when the grants
+	// allow it only so.
+	Ask string `json:"ask,omitempty"`
+	// Unavailable is, for tool_unavailable, why the tool is not in the
+	// integration's catalogue (an Unavailable* value); UnavailableDetail
+	// says it in words.
+	Unavailable       string `json:"unavailable,omitempty"`
+	UnavailableDetail string `json:"unavailableDetail,omitempty"`
+	// Grants are, for a call the grants allow (perhaps only with
+	// asking), the deciding grant at each level, nearest first.
+	Grants []ExplainGrant `json:"grants,omitempty"`
+	// Checks are, for a call the grants refuse, each grant of each level
+	// with the first condition it failed, nearest first.
+	Checks []ExplainGrant `json:"checks,omitempty"`
+	// Config is the config file the grants' lines are in.
+	Config string `json:"config,omitempty"`
+	// Notes say what the explanation could not know, or did not do.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// ExplainGrant is one grant at one level of an explanation.
+type ExplainGrant struct {
+	Integration string `json:"integration"`
+	Grant       int    `json:"grant"` // #N, from 1
+	Line        int    `json:"line,omitempty"`
+	// Failed is the first condition it failed (subject, namespace,
+	// resource, descendants, action, expiry, limit, ask); "" allows.
+	Failed       string `json:"failed,omitempty"`
+	Detail       string `json:"detail,omitempty"`
+	Ask          string `json:"ask,omitempty"`
+	RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/sharedos/sharedos-mcp/internal/hermetic"
 )
 
 var (
@@ -18,9 +20,16 @@ var (
 	err  error
 )
 
-// Main runs a package's tests and then removes the binary, and runs
+// Main runs a package's tests, away from the user's own configuration
+// and state (hermetic.Isolate), and then removes the binary, and runs
 // cleanups. Call it from TestMain.
 func Main(m *testing.M, cleanups ...func()) {
+	restore, err := hermetic.Isolate()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testbin:", err)
+		os.Exit(1)
+	}
+	cleanups = append(cleanups, restore)
 	code := m.Run()
 	for _, c := range cleanups {
 		c()

@@ -30,6 +30,10 @@
 //	                   server does: encoding/json into a struct, which matches
 //	                   names case-insensitively and keeps the last of two
 //	read_text {path}   returns the text of the file at path on this host
+//	write_text {path, text}  writes text to the file at path on this host,
+//	                   replacing it; returns the number of bytes written
+//	purge              returns "purged": a tool whose name says it acts, for
+//	                   a config to classify one way and a reload another
 //
 // Flags: -record FILE appends one JSON line {"tool", "arguments"} to FILE
 // for every call, before running it, so a test can tell which calls
@@ -307,6 +311,19 @@ func (h *handlers) add(variant int, bad bool) {
 			}
 			return text(string(b)), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "write_text", Description: "Write a text to a file.", InputSchema: schema(map[string]string{"path": "string", "text": "string"}, "path", "text")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			a := args(req)
+			t := str(a, "text")
+			if err := os.WriteFile(str(a, "path"), []byte(t), 0o600); err != nil {
+				r := text(err.Error())
+				r.IsError = true
+				return r, nil
+			}
+			return text(fmt.Sprintf("wrote %d bytes", len(t))), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "purge", Description: "Purge the graph.", InputSchema: schema(nil)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("purged"), nil })
 	if bad {
 		s.AddTool(&mcp.Tool{Name: "has space", Description: "A name that cannot be published.", InputSchema: schema(nil)},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("no"), nil })

@@ -42,6 +42,11 @@ const (
 	// changes something acts: the decision is on disk before the effect
 	// is. The call's tool.invoked follows with the outcome.
 	EventToolAuthorized = "tool.authorized"
+	// EventOperatorRefused is recorded when a connection asks an
+	// operator method (kernel.explain) that it may not: an integration's
+	// connection, or a uid the kernel does not serve as operator. Reason
+	// says which method and why.
+	EventOperatorRefused = "operator.refused"
 	// EventSegment is written by the log itself where its chain
 	// needs explaining: after lines it set aside, or at the start of the
 	// file that replaced a rotated one. Its Reason is a Segment* value.
@@ -109,6 +114,16 @@ type Event struct {
 	Previous string   `json:"previous,omitempty" max:"64"`
 	Changed  []string `json:"changed,omitempty"`
 
+	// Grants: which grant decided a call (tool.authorized, tool.invoked),
+	// one for the integration and one for each ancestor, nearest first.
+	// Nearest: for a call the grants refused, the grants that came
+	// nearest to allowing it and the first condition each failed, so an
+	// old denial is understood without replaying it. RetryAfterMs: a
+	// rate_limited call's wait, in milliseconds.
+	Grants       []GrantRef `json:"grants,omitempty"`
+	Nearest      []GrantRef `json:"nearest,omitempty"`
+	RetryAfterMs *int64     `json:"retryAfterMs,omitempty"`
+
 	// audit.segment only.
 	Continues string `json:"continues,omitempty"`
 	TornLines int    `json:"tornLines,omitempty"`
@@ -118,6 +133,20 @@ type Event struct {
 	// bytes without the newline; Genesis on a file's first line.
 	// Write sets it; whatever the caller put there is replaced.
 	Prev string `json:"prev,omitempty"`
+}
+
+// GrantRef names one grant of the kernel's config in a record: the
+// level of the call's chain it was asked at (the integration, or an
+// ancestor), its number (#N, from 1, as kernel check and explain show
+// it) and its line in the config file (0 when the grants came from no
+// file). Failed is, in Event.Nearest, the first condition it failed
+// (subject, namespace, resource, descendants, action, expiry, limit, ask).
+type GrantRef struct {
+	Integration string `json:"integration"`
+	Grant       int    `json:"grant"`
+	Line        int    `json:"line,omitempty"`
+	Failed      string `json:"failed,omitempty"`
+	Ask         string `json:"ask,omitempty"`
 }
 
 const (

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,17 @@ type Config struct {
 	AllowUIDs []uint32       // nil means the kernel's own uid
 	Root      string         // the files root, absolute; "" serves no file tools (only valid with upstreams)
 	Grants    []policy.Grant // deny by default: only these allow anything
+
+	// OperatorUIDs are the uids, besides the kernel's own and root, whose
+	// connections may ask operator methods (kernel explain) without
+	// saying hello. They may connect for that even when AllowUIDs does
+	// not name them.
+	OperatorUIDs []uint32
+	// Integrations are the [[integration]] declarations, in file order,
+	// and Hierarchy the parents they give (the zero Hierarchy when there
+	// are none).
+	Integrations []policy.Integration
+	Hierarchy    policy.Hierarchy
 
 	// StateDir holds what the kernel keeps between runs besides its audit
 	// log: the upstreams' pins and status. "" means DefaultStateDir.
@@ -55,10 +67,33 @@ type Config struct {
 
 // Lines holds 1-based line numbers in a config file; 0 is unknown.
 type Lines struct {
-	Root      int   // [files] root
-	Grants    []int // each [[grant]] header, in order
-	Upstreams []int // each [[upstream]] header, in order
-	Secrets   []int // each [[secret]] header, in order
+	Root         int   // [files] root
+	Grants       []int // each [[grant]] header, in order
+	Upstreams    []int // each [[upstream]] header, in order
+	Integrations []int // each [[integration]] header, in order
+	Secrets      []int // each [[secret]] header, in order
+}
+
+// Rules are the config's grants and hierarchy, as the policy decides on
+// them.
+func (c Config) Rules() policy.Rules {
+	return policy.Rules{Grants: c.Grants, Integrations: c.Hierarchy}
+}
+
+// IntegrationRef names [[integration]] i (0-based) for a message:
+// "FILE:LINE: integration NAME" when the line is known.
+func (c Config) IntegrationRef(i int) string {
+	name := "integration"
+	if i < len(c.Integrations) {
+		name += " " + strconv.Quote(c.Integrations[i].Name)
+	}
+	switch {
+	case c.File == "":
+		return name
+	case i < len(c.Lines.Integrations) && c.Lines.Integrations[i] > 0:
+		return fmt.Sprintf("%s:%d: %s", c.File, c.Lines.Integrations[i], name)
+	}
+	return c.File + ": " + name
 }
 
 // GrantLine is the line of grant i's [[grant]] header (0-based i), 0
@@ -142,17 +177,24 @@ func (c Config) StateDirOrDefault(getenv func(string) string) (string, error) {
 // fileConfig is the TOML document. Unknown keys are an error, so a typo in
 // a grant cannot silently widen or narrow what is allowed.
 type fileConfig struct {
-	Socket    string   `toml:"socket"`
-	AuditLog  string   `toml:"audit_log"`
-	StateDir  string   `toml:"state_dir"`
-	AllowUIDs []uint32 `toml:"allow_uids"`
-	Files     struct {
+	Socket       string   `toml:"socket"`
+	AuditLog     string   `toml:"audit_log"`
+	StateDir     string   `toml:"state_dir"`
+	AllowUIDs    []uint32 `toml:"allow_uids"`
+	OperatorUIDs []uint32 `toml:"operator_uids"`
+	Files        struct {
 		Root           string `toml:"root"`
 		AllowHardLinks bool   `toml:"allow_hard_links"`
 	} `toml:"files"`
-	Grant    []fileGrant       `toml:"grant"`
-	Upstream []upstream.Config `toml:"upstream"`
-	Secret   []secret.Config   `toml:"secret"`
+	Grant       []fileGrant       `toml:"grant"`
+	Upstream    []upstream.Config `toml:"upstream"`
+	Integration []fileIntegration `toml:"integration"`
+	Secret      []secret.Config   `toml:"secret"`
+}
+
+type fileIntegration struct {
+	Name   string `toml:"name"`
+	Parent string `toml:"parent"`
 }
 
 type fileGrant struct {
@@ -163,6 +205,11 @@ type fileGrant struct {
 	// any, so that a local date-time (no offset, ambiguous across time
 	// zones) can be told apart from an offset one and refused.
 	Expires any `toml:"expires"`
+
+	Ask       string `toml:"ask"`
+	AskTTL    string `toml:"ask_ttl"`
+	Limit     string `toml:"limit"`
+	TurnLimit *int64 `toml:"turn_limit"`
 }
 
 // Default serves root read-only (read, list, search, everything
@@ -180,7 +227,8 @@ func Default(root string) Config {
 }
 
 // Error is a config file that cannot be used as it stands. Its
-// message names the file and, where known, the line.
+// message names the file and, where known, the line, of each problem,
+// one per line when there are several.
 type Error struct {
 	File string
 	Err  error
@@ -188,6 +236,54 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Problems lists what is wrong with the file, one problem each, in the
+// order they were found (unknown keys, the top-level values, the
+// upstreams, the grants): all that one reading can find. Only a document
+// that cannot be read on (bad TOML, a value of the wrong type) stops at
+// its first.
+func (e *Error) Problems() []error {
+	var p problems
+	if errors.As(e.Err, &p) {
+		return p
+	}
+	return []error{e.Err}
+}
+
+// problems collects what is wrong with a config document as it is read,
+// so that one run of the kernel or kernel check reports it all.
+type problems []error
+
+// add appends err's problems.
+func (p *problems) add(err error) {
+	var more problems
+	if errors.As(err, &more) {
+		*p = append(*p, more...)
+		return
+	}
+	*p = append(*p, err)
+}
+
+// err is nil, the one problem, or all of them.
+func (p problems) err() error {
+	switch len(p) {
+	case 0:
+		return nil
+	case 1:
+		return p[0]
+	}
+	return p
+}
+
+func (p problems) Error() string {
+	lines := make([]string, len(p))
+	for i, err := range p {
+		lines[i] = err.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (p problems) Unwrap() []error { return p }
 
 // DefaultPath is where the kernel looks for its config when it is
 // given none: $XDG_CONFIG_HOME/sharedos/kernel.toml, else
@@ -225,6 +321,7 @@ func Load(file string) (Config, error) {
 	if err != nil {
 		return Config{}, &Error{File: file, Err: err}
 	}
+	var errs problems
 	for _, p := range []struct {
 		key string
 		v   *string
@@ -234,7 +331,8 @@ func Load(file string) (Config, error) {
 		}
 		expanded, err := expandHome(*p.v)
 		if err != nil {
-			return Config{}, &Error{File: file, Err: fmt.Errorf("%s: %s: %w", file, p.key, err)}
+			errs.add(fmt.Errorf("%s: %s: %w", file, p.key, err))
+			continue
 		}
 		if !filepath.IsAbs(expanded) {
 			expanded = filepath.Join(base, expanded)
@@ -245,6 +343,9 @@ func Load(file string) (Config, error) {
 			}
 		}
 		*p.v = expanded
+	}
+	if err := errs.err(); err != nil {
+		return Config{}, &Error{File: file, Err: err}
 	}
 	return c, nil
 }
@@ -286,77 +387,266 @@ func Parse(name string, data []byte) (Config, error) {
 // upstream without one runs).
 func parseConfig(name string, data []byte, base string) (Config, error) {
 	var fc fileConfig
+	var errs problems
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
-		return Config{}, decodeError(name, err)
+		var strict *toml.StrictMissingError
+		if !errors.As(err, &strict) {
+			// A document that cannot be read on past its first problem.
+			return Config{}, decodeError(name, err)
+		}
+		// Unknown keys: the rest was read, and is checked as well.
+		errs.add(decodeError(name, err))
 	}
-	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
+	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, OperatorUIDs: fc.OperatorUIDs,
+		Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
-		return Config{}, fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name)
+		errs.add(fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name))
 	}
-	if base != "" {
-		for i := range fc.Upstream {
-			cwd, err := expandHome(fc.Upstream[i].Cwd)
-			if err != nil {
-				return Config{}, upstreamError(name, data, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "cwd", Err: err})
-			}
-			fc.Upstream[i].Cwd = cwd
-			if fc.Upstream[i].CAFile, err = expandHome(fc.Upstream[i].CAFile); err != nil {
-				return Config{}, upstreamError(name, data, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "ca_file", Err: err})
-			}
+	if fc.OperatorUIDs != nil && len(fc.OperatorUIDs) == 0 {
+		errs.add(fmt.Errorf("%s: operator_uids is empty; remove it (the kernel's own uid and root are operators anyway)", name))
+	}
+	upstreamsOK := true
+	for i := range fc.Upstream {
+		if err := checkUpstream(name, data, base, fc.Upstream, i); err != nil {
+			errs.add(err)
+			upstreamsOK = false
 		}
 	}
-	specs, err := upstream.Parse(fc.Upstream, base)
-	if err != nil {
+	namespaces := slices.Clone(builtinNamespaces)
+	for _, u := range fc.Upstream {
+		if !slices.Contains(namespaces, u.Name) {
+			namespaces = append(namespaces, u.Name)
+		}
+	}
+	if upstreamsOK {
+		// What holds between the upstreams (no name twice), once each
+		// one is known to be well formed.
+		specs, err := upstream.Parse(fc.Upstream, base)
 		var ce *upstream.ConfigError
-		if errors.As(err, &ce) {
-			return Config{}, upstreamError(name, data, ce)
+		switch {
+		case errors.As(err, &ce):
+			errs.add(upstreamError(name, data, fc.Upstream, ce))
+		case err != nil:
+			errs.add(fmt.Errorf("%s: %w", name, err))
+		case len(specs) > 0:
+			c.Upstreams = specs
+			namespaces = c.Namespaces()
 		}
-		return Config{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(specs) > 0 {
-		c.Upstreams = specs
-	}
-	if c.Secrets, err = parseSecrets(name, data, base, c.Lines, fc.Secret, specs); err != nil {
-		return Config{}, err
-	}
-	namespaces := c.Namespaces()
+	c.Secrets = parseSecrets(&errs, name, data, base, c.Lines, fc.Secret, fc.Upstream, c.Upstreams)
+	// The grants a hierarchy's parents may be named by: every grant with
+	// a subject, even one wrong otherwise, so that its problem is not
+	// said twice.
+	var named []policy.Grant
 	for i, g := range fc.Grant {
-		where := c.GrantRef(i)
-		r, err := policy.ParseResource(g.Resource)
-		if err != nil {
-			return Config{}, fmt.Errorf("%s: %w", where, err)
+		pg, ok := c.grant(&errs, i, g, namespaces)
+		if ok {
+			c.Grants = append(c.Grants, pg)
 		}
-		if !slices.Contains(namespaces, r.Namespace) {
-			msg := fmt.Sprintf("%s: resource %q: unknown namespace %q, so the grant could never match (the namespaces are %s)",
-				where, g.Resource, r.Namespace, strings.Join(namespaces, ", "))
-			if s := nearest.Find(r.Namespace, nearest.Names(namespaces...)); s != "" {
-				msg += fmt.Sprintf("; did you mean %s:%s?", s, r.Path)
-			}
-			return Config{}, errors.New(msg)
+		if policy.ValidateSubject(g.Subject) == nil {
+			named = append(named, policy.Grant{Subject: g.Subject})
 		}
-		pg := policy.Grant{Subject: g.Subject, Resource: r, Descendants: g.Descendants, Actions: g.Actions}
-		if err := pg.Validate(); err != nil {
-			return Config{}, fmt.Errorf("%s: %w", where, err)
-		}
-		switch e := g.Expires.(type) {
-		case nil:
-		case time.Time:
-			pg.Expires = e
-		default:
-			return Config{}, fmt.Errorf("%s: expires must be a date-time with an offset, e.g. 2027-01-01T00:00:00Z", where)
-		}
-		c.Grants = append(c.Grants, pg)
+	}
+	h := Config{Grants: named, File: c.File, Lines: c.Lines}
+	if err := h.hierarchy(fc.Integration); err != nil {
+		errs.add(err)
+	}
+	c.Integrations, c.Hierarchy = h.Integrations, h.Hierarchy
+	if err := errs.err(); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
 
-// upstreamError places an [[upstream]] problem at its line and column.
-func upstreamError(name string, data []byte, ce *upstream.ConfigError) error {
-	if line, col, ok := upstream.Locate(data, ce); ok {
-		return fmt.Errorf("%s:%d:%d: %w", name, line, col, ce)
+// checkUpstream checks the [[upstream]] at i on its own, its cwd expanded
+// when base (the config's directory) is known.
+func checkUpstream(name string, data []byte, base string, ups []upstream.Config, i int) error {
+	if base != "" {
+		cwd, err := expandHome(ups[i].Cwd)
+		if err != nil {
+			return upstreamError(name, data, ups, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "cwd", Err: err})
+		}
+		ups[i].Cwd = cwd
+		if ups[i].CAFile, err = expandHome(ups[i].CAFile); err != nil {
+			return upstreamError(name, data, ups, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "ca_file", Err: err})
+		}
 	}
-	return fmt.Errorf("%s: %w", name, ce)
+	_, err := upstream.Parse(ups[i:i+1], base)
+	var ce *upstream.ConfigError
+	if errors.As(err, &ce) {
+		ce.Upstream = i
+		return upstreamError(name, data, ups, ce)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// grant reads [[grant]] i, adding each of its problems to errs; ok is
+// false when it had any.
+func (c *Config) grant(errs *problems, i int, g fileGrant, namespaces []string) (pg policy.Grant, ok bool) {
+	where := c.GrantRef(i)
+	var mine []string // this grant's problems, each said once
+	add := func(err error) {
+		if !slices.Contains(mine, err.Error()) {
+			mine = append(mine, err.Error())
+			errs.add(err)
+		}
+	}
+	r, err := policy.ParseResource(g.Resource)
+	switch {
+	case err != nil:
+		add(fmt.Errorf("%s: %w", where, err))
+	case !slices.Contains(namespaces, r.Namespace):
+		msg := fmt.Sprintf("%s: resource %q: unknown namespace %q, so the grant could never match (the namespaces are %s)",
+			where, g.Resource, r.Namespace, strings.Join(namespaces, ", "))
+		if s := nearest.Find(r.Namespace, nearest.Names(namespaces...)); s != "" {
+			msg += fmt.Sprintf("; did you mean %s:%s?", s, r.Path)
+		}
+		add(errors.New(msg))
+	}
+	// The subject on its own, then the rest as Validate sees it, so that
+	// a grant wrong in both says so at once.
+	if err := policy.ValidateSubject(g.Subject); err != nil {
+		add(fmt.Errorf("%s: %w", where, err))
+	}
+	pg = policy.Grant{Subject: policy.SubjectWildcard, Resource: r, Descendants: g.Descendants, Actions: g.Actions}
+	actions := nearestAction(g.Actions, policy.KnownAction, grantActions)
+	if err := pg.Validate(); err != nil {
+		add(fmt.Errorf("%s: %w%s", where, err, actions))
+	}
+	switch e := g.Expires.(type) {
+	case nil:
+	case time.Time:
+		pg.Expires = e
+	default:
+		add(fmt.Errorf("%s: expires must be a date-time with an offset, e.g. 2027-01-01T00:00:00Z", where))
+	}
+	if err := grantBudget(g, &pg); err != nil {
+		add(fmt.Errorf("%s: %w%s", where, err, actions))
+	}
+	pg.Subject = g.Subject
+	return pg, len(mine) == 0
+}
+
+// grantActions and upstreamToolActions are what a grant and an
+// [[upstream.tool]] may name, for "did you mean".
+var (
+	grantActions        = []string{policy.ActionRead, policy.ActionList, policy.ActionSearch, policy.ActionWrite, policy.ActionEscalate, policy.ActionCall}
+	upstreamToolActions = []string{policy.ActionRead, policy.ActionList, policy.ActionSearch, policy.ActionWrite, policy.ActionCall}
+)
+
+// nearestAction is "; did you mean read?" for the first action that is
+// not known and is one edit from one of names; "" otherwise.
+func nearestAction(actions []string, known func(string) bool, names []string) string {
+	for _, a := range actions {
+		if known(a) {
+			continue
+		}
+		if s := nearest.Find(a, nearest.Names(names...)); s != "" {
+			return fmt.Sprintf("; did you mean %s?", s)
+		}
+	}
+	return ""
+}
+
+// grantBudget reads a grant's ask, ask_ttl, limit and turn_limit into pg.
+func grantBudget(g fileGrant, pg *policy.Grant) error {
+	switch g.Ask {
+	case "", policy.AskHarness, policy.AskOperator:
+		pg.Ask = g.Ask
+	default:
+		return fmt.Errorf("ask %q: want %q (the person at the harness, or the operator, approves each call) or %q (only the operator does); leave it out for no approval",
+			g.Ask, policy.AskHarness, policy.AskOperator)
+	}
+	if g.AskTTL != "" {
+		if g.Ask == "" {
+			return fmt.Errorf("ask_ttl %q is set but ask is not; set ask, or remove ask_ttl", g.AskTTL)
+		}
+		d, err := time.ParseDuration(g.AskTTL)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("ask_ttl %q: want a positive Go duration, e.g. \"10m\"", g.AskTTL)
+		}
+		pg.AskTTL = d
+	} else if g.Ask != "" {
+		pg.AskTTL = policy.DefaultAskTTL
+	}
+	if g.Limit != "" {
+		l, err := policy.ParseLimit(g.Limit)
+		if err != nil {
+			return err
+		}
+		pg.Limit = l
+	}
+	if g.TurnLimit != nil {
+		if *g.TurnLimit < 1 || *g.TurnLimit > policy.MaxTurnLimit {
+			return fmt.Errorf("turn_limit %d: want a whole number from 1 to %d; leave it out for no limit", *g.TurnLimit, policy.MaxTurnLimit)
+		}
+		pg.TurnLimit = int(*g.TurnLimit)
+	}
+	return pg.Validate()
+}
+
+// hierarchy reads the [[integration]] declarations. A parent must be
+// declared, or named by a grant's subject: one nobody names is a typo
+// that would leave its child with nothing.
+func (c *Config) hierarchy(decls []fileIntegration) error {
+	if len(decls) == 0 {
+		return nil
+	}
+	var known []string
+	for _, g := range c.Grants {
+		if n, ok := strings.CutPrefix(g.Subject, "integration:"); ok && n != "*" {
+			known = append(known, n)
+		}
+	}
+	for _, d := range decls {
+		c.Integrations = append(c.Integrations, policy.Integration{Name: d.Name, Parent: d.Parent})
+	}
+	h, err := policy.NewHierarchy(c.Integrations, known)
+	var he *policy.HierarchyError
+	if errors.As(err, &he) {
+		if he.Kind == policy.HierarchyInvalidName && he.Name != c.Integrations[he.Index].Name {
+			return fmt.Errorf("%s: parent %q is not a valid integration name (1-64 letters, digits, spaces, '-', '_' or '.')", c.IntegrationRef(he.Index), he.Name)
+		}
+		msg := fmt.Sprintf("%s: %s", c.IntegrationRef(he.Index), he.Reason())
+		switch he.Kind {
+		case policy.HierarchyUnknownParent:
+			names := slices.Clone(known)
+			for _, d := range c.Integrations {
+				names = append(names, d.Name)
+			}
+			if s := nearest.Find(he.Parent, nearest.Names(names...)); s != "" && s != he.Parent {
+				msg += fmt.Sprintf("; did you mean parent = %q?", s)
+			} else {
+				msg += fmt.Sprintf("; declare it ([[integration]] name = %q) or give it a grant", he.Parent)
+			}
+		case policy.HierarchyCycle:
+			msg += "; one of them must have no parent"
+		}
+		return errors.New(msg)
+	}
+	if err != nil {
+		return err
+	}
+	c.Hierarchy = h
+	return nil
+}
+
+// upstreamError places an [[upstream]] problem at its line and column,
+// with the action an [[upstream.tool]] likely meant.
+func upstreamError(name string, data []byte, ups []upstream.Config, ce *upstream.ConfigError) error {
+	hint := ""
+	if errors.Is(ce.Err, upstream.ErrInvalidAction) && ce.Upstream < len(ups) && ce.Tool >= 0 && ce.Tool < len(ups[ce.Upstream].Tools) {
+		a := ups[ce.Upstream].Tools[ce.Tool].Action
+		hint = nearestAction([]string{a}, func(s string) bool { return slices.Contains(upstreamToolActions, s) }, upstreamToolActions)
+	}
+	if line, col, ok := upstream.Locate(data, ce); ok {
+		return fmt.Errorf("%s:%d:%d: %w%s", name, line, col, ce, hint)
+	}
+	return fmt.Errorf("%s: %w%s", name, ce, hint)
 }
 
 // configLines finds the lines of [files] root and of each [[grant]] in a
@@ -391,6 +681,9 @@ func configLines(data []byte) Lines {
 			if n.Kind == unstable.ArrayTable && key == "secret" {
 				l.Secrets = append(l.Secrets, line(n))
 			}
+			if n.Kind == unstable.ArrayTable && key == "integration" {
+				l.Integrations = append(l.Integrations, line(n))
+			}
 		case unstable.KeyValue:
 			if table+"."+key == "files.root" || (table == "" && key == "files.root") {
 				l.Root = line(n)
@@ -422,9 +715,18 @@ func decodeError(name string, err error) error {
 		for i := range strict.Errors {
 			de := &strict.Errors[i]
 			row, col := de.Position()
-			lines = append(lines, fmt.Sprintf("%s:%d:%d: unknown key %q", name, row, col, strings.Join(de.Key(), ".")))
+			key := strings.Join(de.Key(), ".")
+			msg := fmt.Sprintf("%s:%d:%d: unknown key %q", name, row, col, key)
+			if s := nearestKey(key); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			}
+			lines = append(lines, msg)
 		}
-		return errors.New(strings.Join(lines, "; "))
+		p := make(problems, len(lines))
+		for i, l := range lines {
+			p[i] = errors.New(l)
+		}
+		return p.err()
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
@@ -438,6 +740,23 @@ func decodeError(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
+// nearestKey is the known key of the same table nearest to a misspelt
+// one ("ask_tll" for "ask_ttl"), by its last part; "" when none is close.
+func nearestKey(key string) string {
+	table, last := "", key
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		table, last = key[:i+1], key[i+1:]
+	}
+	var names []string
+	for k := range wantValue {
+		if rest, ok := strings.CutPrefix(k, table); ok && !strings.Contains(rest, ".") {
+			names = append(names, rest)
+		}
+	}
+	slices.Sort(names)
+	return nearest.Find(last, nearest.Names(names...))
+}
+
 // wantValue says, per key, what a value must look like: what a message
 // shows instead of the Go type go-toml names ("cannot decode TOML string
 // into struct field kernel.fileGrant.Actions of type []string").
@@ -446,8 +765,17 @@ var wantValue = map[string]string{
 	"audit_log":                `a string, e.g. audit_log = "~/.local/state/sharedos/audit.jsonl"`,
 	"state_dir":                `a string, e.g. state_dir = "~/.local/state/sharedos"`,
 	"allow_uids":               "an array of uids, e.g. allow_uids = [1000]",
+	"operator_uids":            "an array of uids, e.g. operator_uids = [1001]",
+	"integration":              "tables: [[integration]]",
+	"integration.name":         `a string, e.g. name = "claude-code.explorer"`,
+	"integration.parent":       `a string, e.g. parent = "claude-code"`,
+	"grant.ask":                `"harness" or "operator"`,
+	"grant.ask_ttl":            `a Go duration string, e.g. ask_ttl = "10m"`,
+	"grant.limit":              `a string COUNT/WINDOW, e.g. limit = "100/1h"`,
+	"grant.turn_limit":         "a whole number, e.g. turn_limit = 20",
 	"files":                    "a table: [files]",
 	"files.root":               `a string, e.g. root = "~/work"`,
+	"files.allow_hard_links":   "true or false",
 	"grant":                    "tables: [[grant]]",
 	"grant.subject":            `a string, e.g. subject = "integration:claude-code"`,
 	"grant.resource":           `a string, e.g. resource = "files:/docs"`,
@@ -461,6 +789,7 @@ var wantValue = map[string]string{
 	"upstream.cwd":             `a string, e.g. cwd = "~/work"`,
 	"upstream.startup_timeout": `a Go duration string, e.g. startup_timeout = "30s"`,
 	"upstream.call_timeout":    `a Go duration string, e.g. call_timeout = "90s"`,
+	"upstream.host_paths":      "true or false",
 	"upstream.url":             `a string, e.g. url = "https://api.githubcopilot.com/mcp/"`,
 	"upstream.headers":         `a table of strings, e.g. headers = { Authorization = "Bearer {secret:github-token}" }`,
 	"upstream.ca_file":         `a string, e.g. ca_file = "~/.config/sharedos/company-ca.pem"`,

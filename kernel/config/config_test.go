@@ -31,6 +31,22 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"a grant without actions", grantHead + "resource = \"files:/\"\n", []string{"at least one action"}},
 		{"an expiry without an offset", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nexpires = 2027-01-01T00:00:00\n", []string{"offset"}},
 		{"an empty allow_uids", "allow_uids = []\n", []string{"allow_uids is empty"}},
+		{"an empty operator_uids", "operator_uids = []\n", []string{"operator_uids is empty"}},
+		{"a misspelt key, with what it means", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nask_tll = \"1m\"\n", []string{"c.toml:5:1", `unknown key "grant.ask_tll" (did you mean ask_ttl?)`}},
+		{"an ask no one can answer", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nask = \"boss\"\n", []string{"c.toml:1: grant #1", `ask "boss": want "harness"`}},
+		{"an ask_ttl without ask", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nask_ttl = \"5m\"\n", []string{"c.toml:1: grant #1", "ask_ttl \"5m\" is set but ask is not"}},
+		{"an ask_ttl that is no duration", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nask = \"harness\"\nask_ttl = \"soon\"\n", []string{"c.toml:1: grant #1", `ask_ttl "soon": want a positive Go duration`}},
+		{"a limit without a window", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nlimit = \"100\"\n", []string{"c.toml:1: grant #1", `limit "100": want COUNT/WINDOW`}},
+		{"a limit in weeks", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nlimit = \"100/1w\"\n", []string{"c.toml:1: grant #1", "windows: s, m, h, d"}},
+		{"a turn_limit of zero", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nturn_limit = 0\n", []string{"c.toml:1: grant #1", "turn_limit 0: want a whole number from 1"}},
+		{"a limit of the wrong type", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nlimit = 100\n", []string{"c.toml:5:", "grant.limit: want a string COUNT/WINDOW"}},
+		{"a parent nobody knows, with what it likely means", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\n[[grant]]\nsubject = \"integration:claude-code\"\nresource = \"files:/\"\nactions = [\"read\"]\n\n[[integration]]\nname = \"claude-code.explorer\"\nparent = \"claude-cod\"\n",
+			[]string{`c.toml:10: integration "claude-code.explorer": parent "claude-cod" is neither an [[integration]] nor the subject of any grant`, `did you mean parent = "claude-code"?`}},
+		{"a cycle, by the line of its first declaration", "[[integration]]\nname = \"a\"\nparent = \"b\"\n[[integration]]\nname = \"b\"\nparent = \"a\"\n",
+			[]string{`c.toml:1: integration "a": its parents lead back to it (a -> b -> a)`, "one of them must have no parent"}},
+		{"too deep", "[[integration]]\nname = \"l0\"\n[[integration]]\nname = \"l1\"\nparent = \"l0\"\n[[integration]]\nname = \"l2\"\nparent = \"l1\"\n[[integration]]\nname = \"l3\"\nparent = \"l2\"\n[[integration]]\nname = \"l4\"\nparent = \"l3\"\n[[integration]]\nname = \"l5\"\nparent = \"l4\"\n",
+			[]string{`c.toml:15: integration "l5": nested 5 deep (l5 -> l4 -> l3 -> l2 -> l1 -> l0); children may nest at most 4 deep`}},
+		{"an integration declared twice", "[[integration]]\nname = \"a\"\n[[integration]]\nname = \"a\"\n", []string{`c.toml:3: integration "a": declared twice`}},
 		{"a negative uid", "allow_uids = [-1]\n", []string{"c.toml:1:"}},
 	}
 	for _, tt := range tests {
@@ -86,6 +102,51 @@ actions = ["escalate"]
 	c.Grants[0].Expires = want.Grants[0].Expires
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config\n %+v\nwant\n %+v", c, want)
+	}
+}
+
+func TestParseGrantBudgetsAndIntegrations(t *testing.T) {
+	doc := `operator_uids = [1001]
+[[grant]]
+subject = "integration:claude-code"
+resource = "files:/src"
+descendants = true
+actions = ["read", "write"]
+ask = "harness"
+limit = "100/1h"
+turn_limit = 20
+
+[[grant]]
+subject = "integration:claude-code.explorer"
+resource = "files:/src"
+descendants = true
+actions = ["read"]
+ask = "operator"
+ask_ttl = "90s"
+
+[[integration]]
+name = "claude-code.explorer"
+parent = "claude-code"
+`
+	c, err := Parse("c.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := c.Grants[0], c.Grants[1]
+	if g0.Ask != policy.AskHarness || g0.AskTTL != policy.DefaultAskTTL || g0.Limit != (policy.Limit{N: 100, Window: time.Hour}) || g0.TurnLimit != 20 {
+		t.Errorf("grant #1 = %+v", g0)
+	}
+	if g1.Ask != policy.AskOperator || g1.AskTTL != 90*time.Second || !g1.Limit.IsZero() || g1.TurnLimit != 0 {
+		t.Errorf("grant #2 = %+v", g1)
+	}
+	if !reflect.DeepEqual(c.OperatorUIDs, []uint32{1001}) {
+		t.Errorf("operator_uids = %v", c.OperatorUIDs)
+	}
+	if got := c.Hierarchy.Chain("claude-code.explorer"); !reflect.DeepEqual(got, []string{"claude-code.explorer", "claude-code"}) {
+		t.Errorf("chain = %v", got)
+	}
+	if !reflect.DeepEqual(c.Lines.Integrations, []int{19}) || c.IntegrationRef(0) != `c.toml:19: integration "claude-code.explorer"` {
+		t.Errorf("integration lines %v, ref %q", c.Lines.Integrations, c.IntegrationRef(0))
 	}
 }
 

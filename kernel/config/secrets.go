@@ -10,39 +10,42 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
 
-// parseSecrets checks the [[secret]] tables and that every {secret:NAME}
-// of an upstream names one of them. Nothing is read or run: the kernel
-// loads the values when it starts (secret.Load), kernel check checks
-// them (secret.Check). A relative file is taken from base, the config
-// file's directory, and ~/ from the home directory.
-func parseSecrets(name string, data []byte, base string, lines Lines, cfgs []secret.Config, ups []upstream.Spec) ([]secret.Spec, error) {
+// parseSecrets checks the [[secret]] tables, adding their problems to
+// errs, and that every {secret:NAME} of a well-formed upstream names one
+// of them (specs, parsed from ups). Nothing is read or run: the kernel
+// loads the values when it starts (secret.Load), kernel check checks them
+// (secret.Check). A relative file is taken from base, the config file's
+// directory, and ~/ from the home directory.
+func parseSecrets(errs *problems, name string, data []byte, base string, lines Lines, cfgs []secret.Config, ups []upstream.Config, specs []upstream.Spec) []secret.Spec {
 	home, _ := os.UserHomeDir()
-	specs, err := secret.Parse(cfgs, base, home)
+	secrets, err := secret.Parse(cfgs, base, home)
 	if err != nil {
 		var ce *secret.ConfigError
 		if errors.As(err, &ce) && ce.Index < len(lines.Secrets) && lines.Secrets[ce.Index] > 0 {
-			return nil, fmt.Errorf("%s:%d: %w", name, lines.Secrets[ce.Index], err)
+			errs.add(fmt.Errorf("%s:%d: %w", name, lines.Secrets[ce.Index], err))
+		} else {
+			errs.add(fmt.Errorf("%s: %w", name, err))
 		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil
 	}
-	known := make([]string, len(specs))
-	for i, s := range specs {
+	known := make([]string, len(secrets))
+	for i, s := range secrets {
 		known[i] = s.Name
 	}
-	for i := range ups {
-		for _, ref := range ups[i].SecretRefs() {
+	for i := range specs {
+		for _, ref := range specs[i].SecretRefs() {
 			if !slices.Contains(known, ref.Name) {
-				return nil, upstreamError(name, data, &upstream.ConfigError{
+				errs.add(upstreamError(name, data, ups, &upstream.ConfigError{
 					Upstream: i, Tool: -1, Key: ref.Key,
 					Err: &secret.RefError{Name: ref.Name, Err: secret.ErrUnknownSecret},
-				})
+				}))
 			}
 		}
 	}
-	if len(specs) == 0 {
-		return nil, nil
+	if len(secrets) == 0 {
+		return nil
 	}
-	return specs, nil
+	return secrets
 }
 
 // SecretUsers returns, for each secret of the config, the upstreams

@@ -31,6 +31,33 @@ type Summary struct {
 	// their tools are known before they run, and how those are
 	// authorized.
 	Upstreams []UpstreamSummary
+	// Children are the integrations with a parent, in config order: what
+	// each may do in effect.
+	Children []ChildSummary
+}
+
+// ChildSummary is what a child integration may do in effect: each row of
+// its own grants narrowed to what every ancestor may do too (the
+// intersection a call of the child is decided on).
+type ChildSummary struct {
+	Name  string
+	Chain []string // the child, its parent, ... its root
+	Where string   // Config.IntegrationRef
+	Rows  []EffectiveRow
+	// Proved is set when every row was checked to lie within a grant of
+	// each ancestor that gives its action (policy.Scope.Within): nothing
+	// the child may do is beyond its ancestors.
+	Proved bool
+}
+
+// EffectiveRow is one tool a child may call in effect, on which
+// resources, until when, and the grant that allows it at each level.
+type EffectiveRow struct {
+	Tool, Action string
+	Scope        policy.Scope
+	Expires      time.Time // the earliest expiry of its grants; zero: never
+	Grants       []int     // the child's grant, then one per ancestor
+	Ask          string    // the strictest ask of its grants
 }
 
 // UpstreamSummary is one [[upstream]] as the config describes it.
@@ -72,6 +99,10 @@ type Allowance struct {
 	Descendants bool      // the resource and everything beneath it
 	Expires     time.Time // zero: never
 	Grant       int       // index in Config.Grants
+	// The grant's ask, limit and turn_limit.
+	Ask       string
+	Limit     policy.Limit
+	TurnLimit int
 }
 
 // Finding is one problem or warning. Where names the grant
@@ -101,7 +132,9 @@ func (c Config) Upstream(name string) *upstream.Spec {
 // CheckUpstreamReport adds what a running kernel found once its
 // upstreams ran (r, from status.Read): each tool it does not
 // publish, and why, as a problem, and each upstream that is not ready as
-// a warning. Only upstreams the config still names are looked at.
+// a warning, and so is a plain placeholder whose argument the tool's
+// schema says takes a path or a URL (typedAdvice). Only upstreams the
+// config still names are looked at.
 func (s *Summary) CheckUpstreamReport(c Config, r status.Report) {
 	when := r.Written.UTC().Format(time.RFC3339)
 	for _, st := range r.Upstreams {
@@ -120,7 +153,39 @@ func (s *Summary) CheckUpstreamReport(c Config, r status.Report) {
 		for _, w := range st.Withheld {
 			s.Problems = append(s.Problems, Finding{where, fmt.Sprintf("%s is not published (%s): %s (as the kernel reported at %s)", w.Name, w.Reason, w.Detail, when)})
 		}
+		for _, p := range st.Published {
+			for _, a := range p.Arguments {
+				if a.Kind == "segment" && a.Takes != "" {
+					s.Warnings = append(s.Warnings, Finding{where, fmt.Sprintf("%s (as the kernel reported at %s)", typedAdvice(&c.Upstreams[i], p, a), when)})
+				}
+			}
+		}
 	}
+}
+
+// typedAdvice says why a plain placeholder on an argument that takes a
+// path or a URL refuses what the tool is for, and which typed
+// placeholder to write instead.
+func typedAdvice(u *upstream.Spec, p status.Published, a status.Argument) string {
+	what, by := "a path", "its "+a.By
+	if a.Takes == upstream.TakesURL {
+		what = "a URL"
+	}
+	if a.By == "format" {
+		by = fmt.Sprintf("its format %q", a.Format)
+	}
+	plain, typed := "{"+a.Name+"}", "{"+a.Name+":"+a.Takes+"}"
+	msg := fmt.Sprintf("%s: placeholder %s fills one segment, but the tool's schema says by %s that its argument takes %s, so a value with '/' in it is refused before the server sees it",
+		p.Name, plain, by, what)
+	if _, tmpl, _ := strings.Cut(p.Resource, ":"); strings.HasSuffix(tmpl, plain) {
+		msg += fmt.Sprintf(": use resource = %q", strings.TrimSuffix(tmpl, plain)+typed)
+	} else {
+		msg += fmt.Sprintf(": use %s, as the resource's last segment", typed)
+	}
+	if a.Takes == upstream.TakesPath && !u.HostPaths {
+		msg += ", and host_paths = true if the server opens that path on this host"
+	}
+	return msg
 }
 
 // CheckInstalled adds warnings about how the grants and the installed

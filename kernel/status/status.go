@@ -66,6 +66,22 @@ type Published struct {
 	Name     string `json:"name"` // "<upstream>.<tool>"
 	Action   string `json:"action"`
 	Resource string `json:"resource"` // "<upstream>:/path/{arg}"
+	// Arguments says what the tool's input schema holds for each
+	// placeholder of Resource, in its order.
+	Arguments []Argument `json:"arguments,omitempty"`
+}
+
+// Argument is what a published tool's input schema says of the argument
+// a placeholder of its resource names.
+type Argument struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`             // the placeholder's: "segment" ({name}), "path" or "url"
+	Format string `json:"format,omitempty"` // the argument's format in the schema
+	// Takes is "path" or "url" when the schema reads as the argument
+	// taking one; By says what in the schema says so: "format", "name"
+	// or "description".
+	Takes string `json:"takes,omitempty"`
+	By    string `json:"by,omitempty"`
 }
 
 // Withheld is a tool an upstream offers, or the config names, that is

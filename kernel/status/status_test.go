@@ -20,8 +20,9 @@ func TestAReportReadsBackAsWritten(t *testing.T) {
 	at := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	want := Report{Written: at, PID: 42, Upstreams: []Upstream{{
 		Name: "memory", State: "ready", Since: at,
-		Published: []Published{{Name: "memory.read_graph", Action: "call", Resource: "memory:/read_graph"}},
-		Withheld:  []Withheld{{Name: "memory.delete", Reason: "quarantined", Detail: "its definition changed", Changed: []string{"description"}}},
+		Published: []Published{{Name: "memory.read_graph", Action: "call", Resource: "memory:/read_graph"},
+			{Name: "memory.open", Action: "read", Resource: "memory:/{path}", Arguments: []Argument{{Name: "path", Kind: "segment", Format: "path", Takes: "path", By: "format"}}}},
+		Withheld: []Withheld{{Name: "memory.delete", Reason: "quarantined", Detail: "its definition changed", Changed: []string{"description"}}},
 	}}}
 	if err := Write(filepath.Join(dir, File), want); err != nil {
 		t.Fatal(err)

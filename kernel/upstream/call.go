@@ -33,12 +33,24 @@ type CallError struct {
 	Code      string // one of the Code constants
 	Message   string // for the model: what happened, with the upstream's text bounded
 	Retryable bool   // the same call may succeed later (timeout, unavailable)
-	Err       error  // the cause, for the kernel's log; may be nil
+	// NotSent says the upstream never received the call, so nothing it
+	// does was done. Without it, the call may have reached the upstream
+	// and acted, whatever the error says: a caller that assumes so is
+	// never wrong about an effect.
+	NotSent bool
+	Err     error // the cause, for the kernel's log; may be nil
 }
 
 func (e *CallError) Error() string { return e.Code + ": " + e.Message }
 
 func (e *CallError) Unwrap() error { return e.Err }
+
+// NotSent reports whether err, from Call, says the upstream never
+// received the call (see CallError.NotSent).
+func NotSent(err error) bool {
+	var ce *CallError
+	return errors.As(err, &ce) && ce.NotSent
+}
 
 // Result is what a successful call returned, as JSON.
 type Result struct {
@@ -62,10 +74,10 @@ var errCallTimeout = errors.New("call timeout")
 func (m *Manager) Call(ctx context.Context, t *Tool, args Forward, progress ProgressFunc) (*Result, error) {
 	u := m.byName[t.Upstream]
 	if u == nil {
-		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("no upstream is named %q", t.Upstream)}
+		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("no upstream is named %q", t.Upstream), NotSent: true}
 	}
 	if args.raw == nil {
-		return nil, &CallError{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: the arguments were not resolved", t.Name)}
+		return nil, &CallError{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: the arguments were not resolved", t.Name), NotSent: true}
 	}
 	st, s := u.current()
 	if s == nil {
@@ -73,10 +85,10 @@ func (m *Manager) Call(ctx context.Context, t *Tool, args Forward, progress Prog
 		if st.Reason != "" {
 			msg += ": " + shorten(st.Reason, maxErrorText)
 		}
-		return nil, &CallError{Code: CodeUpstreamUnavailable, Message: msg, Retryable: true}
+		return nil, &CallError{Code: CodeUpstreamUnavailable, Message: msg, Retryable: true, NotSent: true}
 	}
 	if s.currentHash(t.UpstreamTool) != t.Hash {
-		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("%s changed or was withdrawn by its upstream after this catalogue was taken", t.Name)}
+		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("%s changed or was withdrawn by its upstream after this catalogue was taken", t.Name), NotSent: true}
 	}
 	r, err := s.call(ctx, t, args, progress)
 	if ce, ok := err.(*CallError); ok {

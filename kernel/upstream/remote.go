@@ -325,9 +325,10 @@ func isSchemeByte(c byte) bool {
 // took (404 to its own POST, or never sent because the session had
 // already ended); a call the server may have acted on is never sent
 // twice. A session that ends while idle is initialized again at once,
-// so the next call does not wait for it; one that ends again within
-// reinitWindow of its last re-initialization, or whose re-initialization
-// fails, is lost, and its upstream is restarted with its backoff.
+// so the next call does not wait for it (unless it ends again within
+// reinitWindow of its last re-initialization: then the next call does
+// it). One whose re-initialization fails is lost, and its upstream is
+// restarted with its backoff.
 type remoteSession struct {
 	// connect starts a new MCP session: the SDK client's Connect on a
 	// new remoteTransport.
@@ -354,9 +355,9 @@ type remoteSession struct {
 }
 
 // reinitWindow is how long after a re-initialization a session that
-// ends again, with no call having asked, is lost rather than initialized
-// again: a server that keeps dropping sessions is restarted with the
-// upstream's backoff instead of being reconnected without end.
+// ends again, with no call having asked, is left ended until a call needs
+// it: a server that keeps dropping sessions is not reconnected without
+// end.
 const reinitWindow = 10 * time.Second
 
 // sessionEndWait bounds how long a call that was never sent waits for
@@ -437,7 +438,9 @@ func (r *remoteSession) client() *mcp.ClientSession {
 // watchLive initializes the session again as soon as generation gen ends
 // by itself, so that the next call finds a session ready, unless a
 // re-initialization is already under way, the kernel closed it, or it
-// ends again too soon after the last one.
+// ends again within reinitWindow of the last one: then the next call
+// initializes it (reinitialize), so a server that keeps dropping
+// sessions costs one initialization per call, never a loop.
 func (r *remoteSession) watchLive(l *liveSession, gen int) {
 	<-l.ended
 	r.mu.Lock()
@@ -446,7 +449,6 @@ func (r *remoteSession) watchLive(l *liveSession, gen int) {
 	case r.closed || r.gen != gen || r.lostErr != nil || r.pending != nil:
 		return
 	case !r.lastReinit.IsZero() && time.Since(r.lastReinit) < reinitWindow:
-		r.loseLocked(fmt.Errorf("the session ended again within %v of its last re-initialization: %w", reinitWindow, l.why))
 		return
 	}
 	p := &reinitCall{done: make(chan struct{})}

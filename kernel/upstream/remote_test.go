@@ -357,7 +357,7 @@ func TestAForgottenSessionBehindARedirectWithinTheOriginIsInitializedAgain(t *te
 	}
 }
 
-func TestASessionThatKeepsEndingIsLost(t *testing.T) {
+func TestASessionThatKeepsEndingWaitsForACall(t *testing.T) {
 	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
 	var relisted atomic.Int64
 	r := newTestRemoteSession(t, RemoteOptions{URL: srv.URL}, &relisted)
@@ -374,15 +374,28 @@ func TestASessionThatKeepsEndingIsLost(t *testing.T) {
 	if relisted.Load() != 1 || srv.Initializes() != 2 {
 		t.Errorf("relisted %d times, %d initializations", relisted.Load(), srv.Initializes())
 	}
-	// Again within reinitWindow: lost, for the upstream's backoff.
+	// Again within reinitWindow: left ended, not lost, until a call
+	// needs it; the call initializes it and goes through.
+	live, _, _ := r.current()
 	srv.Restart()
-	lost, _ := r.Lost()
-	<-lost
-	if _, why := r.Lost(); !errors.Is(why, errSessionLost) || !strings.Contains(why.Error(), "ended again") {
-		t.Errorf("lost with %v", why)
+	<-live.ended
+	if lost, _ := r.Lost(); isClosed(lost) {
+		t.Fatal("the session is lost")
 	}
-	if srv.Initializes() != 2 {
-		t.Errorf("%d initializations, want no third", srv.Initializes())
+	if got, _, err := callEcho(t.Context(), r, "after", nil); err != nil || got != "after" {
+		t.Fatalf("echo after the second restart = %q, %v", got, err)
+	}
+	if srv.Initializes() != 3 || srv.Calls("echo") != 1 {
+		t.Errorf("%d initializations and %d calls of echo, want 3 and 1", srv.Initializes(), srv.Calls("echo"))
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
+	"github.com/sharedos/sharedos-mcp/internal/nearest"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -40,10 +42,34 @@ type Tool struct {
 	Annotations *hashing.Annotations
 	Action      string          // the grant action a call needs
 	Resource    policy.Template // the resource a call acts on, in the upstream's namespace
-	Hash        string          // SHA-256 of the definition, as pinned
+	// Arguments says what the input schema holds for each placeholder of
+	// Resource, in its order.
+	Arguments []Argument
+	Hash      string // SHA-256 of the definition, as pinned
 	// host resolves the resource's path placeholders on this host, for an
-	// upstream configured with host_paths; nil otherwise.
-	host policy.HostPath
+	// upstream configured with host_paths; nil otherwise. hostDir is the
+	// directory a relative path is taken from there.
+	host    policy.HostPath
+	hostDir string
+}
+
+// ClassifiedBy reports whether spec, an upstream's [[upstream]] as it is
+// configured now, authorizes calls of t as they were authorized when t's
+// snapshot was taken: the same action on the same resource template and,
+// when the template has a {name:path}, its paths resolved on this host
+// from the same directory, or not at all. A config reload that changes
+// any of these reclassifies the tool, and a call made with t must then
+// not be decided on what t says.
+func (t *Tool) ClassifiedBy(spec *Spec) bool {
+	ts, ok := spec.Tool(t.UpstreamTool)
+	if !ok || spec.Name != t.Upstream || ts.Action != t.Action || ts.Resource.String() != t.Resource.String() {
+		return false
+	}
+	if spec.HostPaths == (t.host != nil) && (!spec.HostPaths || spec.Dir == t.hostDir) {
+		return true
+	}
+	// Paths are resolved otherwise now, which only a {name:path} reads.
+	return !slices.ContainsFunc(t.Resource.Placeholders(), func(p policy.Placeholder) bool { return p.Kind == policy.KindPath })
 }
 
 // ReadWrite is the definition's readWrite: "read" for the actions that
@@ -197,8 +223,11 @@ func judge(spec *Spec, tools []*mcp.Tool) []listed {
 	}
 	for _, n := range sortedKeys(spec.Tools) {
 		if offered[n] == 0 {
-			out = append(out, listed{withheld: &Withheld{Upstream: spec.Name, Tool: n, Name: spec.Name + "." + n, Reason: ReasonNotOffered,
-				Detail: fmt.Sprintf("a [[upstream.tool]] names %q, which the upstream does not offer", n)}})
+			detail := fmt.Sprintf("a [[upstream.tool]] names %q, which the upstream does not offer", n)
+			if s := nearest.Find(n, nearest.Names(slices.Sorted(maps.Keys(offered))...)); s != "" {
+				detail += fmt.Sprintf("; did you mean %q?", s)
+			}
+			out = append(out, listed{withheld: &Withheld{Upstream: spec.Name, Tool: n, Name: spec.Name + "." + n, Reason: ReasonNotOffered, Detail: detail}})
 		}
 	}
 	return out
@@ -231,10 +260,10 @@ func judgeOne(spec *Spec, mt *mcp.Tool, name string) listed {
 	}
 	t := &Tool{
 		Name: name, Upstream: spec.Name, UpstreamTool: mt.Name, Description: mt.Description, InputSchema: in,
-		Action: ts.Action, Resource: ts.Resource, Hash: def.sha,
+		Action: ts.Action, Resource: ts.Resource, Arguments: placeholderArguments(ts.Resource, in), Hash: def.sha,
 	}
 	if spec.HostPaths {
-		t.host = hostPath(spec.Dir)
+		t.host, t.hostDir = hostPath(spec.Dir), spec.Dir
 	}
 	if mt.OutputSchema != nil {
 		if t.OutputSchema, err = json.Marshal(mt.OutputSchema); err != nil {

@@ -14,11 +14,30 @@ import (
 // an edit that adds to it fails here rather than passing unnoticed. The
 // counts are the fewest of several runs, each averaged over many calls;
 // the bytes are per call, and they are what shows a copy of a payload.
+//
+// Re-based with the relay's data path of issue 30 (docs/adr/0028): each
+// byte of a payload is copied once out of the buffer it was read into,
+// into memory its consumer owns (the kernel client's queue, the writer's
+// answer), and an output is escaped once into its text block. Measured
+// then: 23 allocations a small call (24 before); 22, 29 and 31 for a 4 MiB
+// argument, content and output (at most 32 before); 4.2 MB a 4 MiB
+// argument or content call and 9.5 MB an output call (under 256 KiB
+// before, when payloads were written from the read buffers).
 const (
-	relayedCallAllocs = 24 // a small tools/call, the client's line and read included
-	payloadAllocs     = 32 // a 4 MiB call of any kind
+	relayedCallAllocs = 23 // a small tools/call, the client's line and read included
+	payloadAllocs     = 31 // a 4 MiB call of any kind
 	payloadBytes      = 256 << 10
 )
+
+// payloadCopies is how many times its size a 4 MiB call of kind may
+// allocate, besides payloadBytes: one copy, and for an output the text
+// block it is escaped into (sized a quarter over the output).
+func payloadCopies(kind string) float64 {
+	if kind == ShapeOutput {
+		return 1 + 1.25
+	}
+	return 1
+}
 
 // TestRelayedCallAllocsSynth guards a small call: read, relayed, answered,
 // rendered and written.
@@ -49,7 +68,8 @@ func TestRelayedCallAllocsSynth(t *testing.T) {
 
 // TestPayloadAllocsSynth guards the payload paths: a 4 MiB argument on its
 // way to the kernel and a 4 MiB result in either shape on its way back
-// are relayed from the buffers they are read into, never copied.
+// are copied once out of the buffers they are read into, and an output
+// escaped once.
 func TestPayloadAllocsSynth(t *testing.T) {
 	const size = 4 << 20
 	payload := PayloadString(size)
@@ -81,9 +101,10 @@ func TestPayloadAllocsSynth(t *testing.T) {
 			allocs, perCall := -1.0, -1.0
 			for range 3 {
 				call() // the line is the client's, made before counting
+				n := testing.AllocsPerRun(1, send)
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
-				n := testing.AllocsPerRun(1, send)
+				send()
 				runtime.ReadMemStats(&after)
 				b := float64(after.TotalAlloc - before.TotalAlloc)
 				if allocs < 0 || n < allocs {
@@ -97,8 +118,8 @@ func TestPayloadAllocsSynth(t *testing.T) {
 			if budget := budgetFor(payloadAllocs); allocs > budget {
 				t.Errorf("a 4 MiB %s call makes %.0f allocations, over the budget of %.0f", kind, allocs, budget)
 			}
-			if perCall > payloadBytes {
-				t.Errorf("a 4 MiB %s call allocates %.0f bytes, over %d: the payload is copied", kind, perCall, payloadBytes)
+			if budget := payloadCopies(kind)*size + payloadBytes; perCall > budget {
+				t.Errorf("a 4 MiB %s call allocates %.0f bytes, over %.0f: the payload is copied more than once", kind, perCall, budget)
 			}
 		})
 	}

@@ -10,13 +10,12 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kerneltest"
 )
 
-// TestALongLineIsCheckedAsItArrives: a megabyte stdin line has its
-// strings checked between the reads that bring it (ADR 0026), and what
-// the shim then takes is what a whole check takes. A call whose argument
-// holds a bad escape, at the start of its text or at the end, is not
-// JSON and is answered -32700 without reaching the kernel; the same call
-// with a good argument is relayed, and its 2 MB answer comes back whole.
-func TestALongLineIsCheckedAsItArrives(t *testing.T) {
+// TestALongLineIsCheckedWhole: a megabyte stdin line is checked whole
+// before any of it is used. A call whose argument holds a bad escape, at
+// the start of its text or at the end, is not JSON and is answered
+// -32700 without reaching the kernel; the same call with a good argument
+// is relayed, and its 2 MB answer comes back whole.
+func TestALongLineIsCheckedWhole(t *testing.T) {
 	k := kerneltest.Start(t, kerneltest.Options{})
 	cfg := Config{Version: "test", Log: zerolog.Nop()}
 	cfg.Kernel, cfg.Hello = dialKernel(t, k.Path)

@@ -12,14 +12,13 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 )
 
-// TestALongAnswerIsCheckedAsItArrives: the client checks the strings of
-// a megabyte answer while the socket brings it (jsonrpc.Reader.Ahead),
-// and what it then takes is what a whole check would take. A valid
-// output comes through byte for byte, to a function waiter (which reads
-// it in place) and to a channel waiter (which gets a copy). An output
-// with a bad escape, early or late in its text, is refused as a whole
-// check refuses it: the call takes the kernel's next answer instead.
-func TestALongAnswerIsCheckedAsItArrives(t *testing.T) {
+// TestALongAnswerIsCheckedWhole: the client checks a megabyte answer
+// whole, once, before it hands any of it over. A valid output comes
+// through byte for byte, to a channel waiter and to a function waiter,
+// each with a copy of its own. An output with a bad escape, early or late
+// in its text, is refused: the call takes the kernel's next answer
+// instead.
+func TestALongAnswerIsCheckedWhole(t *testing.T) {
 	text := strings.Repeat(`\tif err != nil {\n\t\treturn fmt.Errorf(\"read %s: %w\", name, err)\n\t}\n`, 16<<10)
 	// The output text each call is answered with, by callId; each
 	// answer is followed by a denial of the same call.
@@ -48,13 +47,12 @@ func TestALongAnswerIsCheckedAsItArrives(t *testing.T) {
 		t.Fatalf("a valid long output to a channel waiter: %s, %d bytes of output, %v", res.Status, len(res.Output), err)
 	}
 	got := make(chan kproto.InvokeResult, 1)
-	if _, err := c.StartInvokeFunc(kproto.InvokeParams{CallID: "valid", Tool: "echo", Arguments: []byte(`{}`), CatalogHash: k.Hash}, false, func(a Answer, _ bool) {
+	if err := c.StartInvokeFunc(kproto.InvokeParams{CallID: "valid", Tool: "echo", Arguments: []byte(`{}`), CatalogHash: k.Hash}, func(a Answer) {
 		res, err := a.Invoke()
 		if err != nil {
 			t.Errorf("a valid long output to a function waiter: %v", err)
 		}
-		res.Output = []byte(string(res.Output)) // read in place: copied before f returns
-		got <- res
+		got <- res // the answer is the function's to keep
 	}); err != nil {
 		t.Fatal(err)
 	}
