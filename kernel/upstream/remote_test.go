@@ -250,7 +250,7 @@ func wrapRemote(t *testing.T, cs *mcp.ClientSession, o RemoteOptions) *remoteSes
 }
 
 // newTestRemoteSession connects to srv and wraps the session as session.go
-// will: reconnecting over a new transport and counting relistings.
+// does: reconnecting over a new transport and counting relistings.
 func newTestRemoteSession(t *testing.T, o RemoteOptions, relisted *atomic.Int64) *remoteSession {
 	t.Helper()
 	connect := dialer(o)

@@ -178,7 +178,7 @@ func New(opts Options) (*http.Client, error) {
 		if err := CheckHeader(name, v, opts.Tokens != nil); err != nil {
 			return nil, err
 		}
-		headers.Set(http.CanonicalHeaderKey(name), v)
+		headers.Set(name, v)
 	}
 	if (len(headers) > 0 || opts.Tokens != nil) && opts.Origin == nil {
 		return nil, errors.New("headers and tokens need the one origin they are for")
