@@ -38,6 +38,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sharedos/sharedos-mcp/bench/internal/host"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 )
 
@@ -164,7 +165,7 @@ func run(o options) error {
 		res    map[string][]result
 	}
 	var rows []row
-	load := loadAvg()
+	load := host.LoadAvg()
 	for _, s := range servers {
 		r, err := measureServer(o, work, bin, s)
 		if err != nil {
@@ -172,7 +173,7 @@ func run(o options) error {
 		}
 		rows = append(rows, row{server: s.name, peers: r.order, res: r.results})
 	}
-	loadEnd := loadAvg()
+	loadEnd := host.LoadAvg()
 
 	med := func(rs []result, f func(result) time.Duration) time.Duration {
 		ds := make([]time.Duration, len(rs))
@@ -471,17 +472,5 @@ func freePort() (int, error) {
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d.Nanoseconds())/1e3) }
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
 
 func cpus() string { return fmt.Sprintf("%d CPUs", runtime.NumCPU()) }
