@@ -79,11 +79,11 @@ func (m *Manager) Call(ctx context.Context, t *Tool, args Forward, progress Prog
 	if args.raw == nil {
 		return nil, &CallError{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: the arguments were not resolved", t.Name), NotSent: true}
 	}
-	st, s := u.current()
+	s, state, reason := u.session()
 	if s == nil {
-		msg := fmt.Sprintf("upstream %s is %s", t.Upstream, st.State)
-		if st.Reason != "" {
-			msg += ": " + shorten(st.Reason, maxErrorText)
+		msg := fmt.Sprintf("upstream %s is %s", t.Upstream, state)
+		if reason != "" {
+			msg += ": " + shorten(reason, maxErrorText)
 		}
 		return nil, &CallError{Code: CodeUpstreamUnavailable, Message: msg, Retryable: true, NotSent: true}
 	}
@@ -123,7 +123,7 @@ func (s *session) call(ctx context.Context, t *Tool, args Forward, progress Prog
 	if s.remote != nil {
 		res, d, err = s.remote.callTool(callCtx, params, func() error {
 			if s.currentHash(t.UpstreamTool) != t.Hash {
-				return &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("%s changed or was withdrawn by its upstream when it restarted", t.Name)}
+				return &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("%s changed or was withdrawn by its upstream when it restarted", t.Name), NotSent: true}
 			}
 			return nil
 		})

@@ -258,7 +258,10 @@ func (e *eventBound) Close() error { return e.c.Close() }
 // errors call.go does not already tell (cancellation, call_timeout, a
 // JSON-RPC error from the server). Its Message names no URL query,
 // header, token or secret; its Err is the cause with every URL in it cut
-// to what webclient.Display shows.
+// to what webclient.Display shows. NotSent is set only where the server
+// cannot have acted on the call: it refused the credentials, it sent the
+// request elsewhere, its certificate was refused, or the call's POST was
+// never handed to the HTTP client.
 func remoteFailure(tool, upstreamName string, err error, d *delivery) *CallError {
 	cause := scrubbedError(err)
 	var unknownCA x509.UnknownAuthorityError
@@ -267,15 +270,16 @@ func remoteFailure(tool, upstreamName string, err error, d *delivery) *CallError
 	var record tls.RecordHeaderError
 	switch {
 	case errors.Is(err, webclient.ErrAuthRequired):
-		return &CallError{Code: CodeUpstreamAuthRequired, Message: fmt.Sprintf("upstream %s needs a person to renew the kernel's credentials for it: they are missing, or the server refused them", upstreamName), Err: cause}
+		return &CallError{Code: CodeUpstreamAuthRequired, Message: fmt.Sprintf("upstream %s needs a person to renew the kernel's credentials for it: they are missing, or the server refused them", upstreamName), NotSent: true, Err: cause}
 	case errors.Is(err, errAnswerTooLarge) || d != nil && d.wasTooLarge():
 		return &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s answered with more than a result may hold", tool), Err: cause}
 	case errors.Is(err, webclient.ErrRedirect):
-		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s redirected the call to another origin, which is not followed", upstreamName), Retryable: true, Err: cause}
+		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s redirected the call to another origin, which is not followed", upstreamName), Retryable: true, NotSent: true, Err: cause}
 	case errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &record):
-		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s: its TLS certificate could not be verified", upstreamName), Retryable: true, Err: cause}
+		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s: its TLS certificate could not be verified", upstreamName), Retryable: true, NotSent: true, Err: cause}
 	}
-	return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s could not be reached or did not answer the call", upstreamName), Retryable: true, Err: cause}
+	return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s could not be reached or did not answer the call", upstreamName), Retryable: true,
+		NotSent: d != nil && !d.wasAttempted(), Err: cause}
 }
 
 // scrubbedError is err's text with every URL in it cut to scheme, host and

@@ -83,7 +83,7 @@ func TestTheWrongCAIsRefused(t *testing.T) {
 				t.Fatal("connected")
 			}
 			ce := remoteFailure("x.echo", "x", err, nil)
-			if ce.Code != CodeUpstreamUnavailable || !strings.Contains(ce.Message, "TLS certificate could not be verified") {
+			if ce.Code != CodeUpstreamUnavailable || !ce.NotSent || !strings.Contains(ce.Message, "TLS certificate could not be verified") {
 				t.Errorf("failure = %+v", ce)
 			}
 		})
@@ -129,7 +129,7 @@ func TestRefusedCredentialsAreAuthRequired(t *testing.T) {
 	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{Token: "right-token-0123456789"})
 	_, err := connectRemote(t, RemoteOptions{URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer wrong-token-0123456789"}})
 	ce := remoteFailure("x.echo", "x", err, nil)
-	if ce.Code != CodeUpstreamAuthRequired || ce.Retryable {
+	if ce.Code != CodeUpstreamAuthRequired || ce.Retryable || !ce.NotSent {
 		t.Fatalf("failure = %+v (%v)", ce, err)
 	}
 	if strings.Contains(ce.Message+ce.Err.Error(), "wrong-token") {
@@ -416,7 +416,8 @@ func TestACallTheServerMayHaveTakenIsNeverSentAgain(t *testing.T) {
 	if err == nil {
 		t.Fatal("the slow call succeeded")
 	}
-	if ce := remoteFailure("x.slow", "x", err, d); ce.Code != CodeUpstreamUnavailable || !ce.Retryable {
+	// It was sent, and may have acted: an effect is assumed.
+	if ce := remoteFailure("x.slow", "x", err, d); ce.Code != CodeUpstreamUnavailable || !ce.Retryable || ce.NotSent {
 		t.Errorf("failure = %+v (%v)", ce, err)
 	}
 	if got := srv.Calls("slow"); got != 1 {

@@ -42,6 +42,14 @@ func newUpstream(m *Manager, spec Spec) *upstream {
 	}
 }
 
+// session returns the session while ready, else the state and why: what
+// a call needs, without the rest of the status.
+func (u *upstream) session() (*session, State, string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sess, u.status.State, u.status.Reason
+}
+
 // current returns the status and, while ready, the session.
 func (u *upstream) current() (Status, *session) {
 	u.mu.Lock()
