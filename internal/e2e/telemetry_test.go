@@ -37,17 +37,6 @@ func otelBackends(t *testing.T) (jaeger, otelcol string) {
 	return jaeger, otelcol
 }
 
-// freePort is a loopback TCP port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // backend is an OpenTelemetry backend process the test started.
 type backend struct {
 	name string
