@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -164,7 +165,10 @@ parent = "claude-code"
 }
 
 func TestTelemetryAndAuditTables(t *testing.T) {
-	doc := `[audit]
+	doc := `[[secret]]
+name = "otlp_token"
+env = "OTLP_TOKEN"
+[audit]
 arguments = "full"
 [telemetry]
 otlp_endpoint = "https://collector.example:4318"
@@ -267,6 +271,30 @@ func TestDiffNamesWhatChanged(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("a grant's budget and a child's parent\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestDiffNamesSecretsNotTheirSources: a secret is added, removed or
+// changed (its source) by name; where it is read from is not on the
+// record, and its value is not in a config at all.
+func TestDiffNamesSecretsNotTheirSources(t *testing.T) {
+	token := secret.Spec{Name: "github-token", Kind: secret.KindEnv, Env: "GITHUB_TOKEN"}
+	old := secret.Spec{Name: "old-token", Kind: secret.KindFile, File: "/home/me/old-token"}
+	moved := token
+	moved.Env = "GH_TOKEN_ROTATED"
+	added := secret.Spec{Name: "otlp", Kind: secret.KindCommand, Command: []string{"pass", "show", "otlp"}}
+	got := Diff(Config{Secrets: []secret.Spec{token, old}}, Config{Secrets: []secret.Spec{moved, added}})
+	want := Changes{Added: []string{"secret otlp"}, Removed: []string{"secret old-token"}, Changed: []string{"secret github-token"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	for _, source := range []string{"GITHUB_TOKEN", "GH_TOKEN_ROTATED", "/home/me", "pass show"} {
+		if strings.Contains(fmt.Sprint(got), source) {
+			t.Errorf("the changes show a secret's source %q: %q", source, got)
+		}
+	}
+	if d := Diff(Config{Secrets: []secret.Spec{token}}, Config{Secrets: []secret.Spec{token}}); d.Added != nil || d.Removed != nil || d.Changed != nil {
+		t.Errorf("the same secrets change %q", d)
 	}
 }
 

@@ -7,15 +7,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 // Changes is what one config changes against another, by name: grants
-// (which have none, so by what they say), upstreams and the telemetry
-// settings. The audit's config.loaded records it, so the log shows which
-// grants were in force at every decision. Values are never in it: an
-// upstream's env or a header is named, not shown.
+// (which have none, so by what they say), upstreams, secrets and the
+// telemetry settings. The audit's config.loaded records it, so the log
+// shows which grants were in force at every decision. Values are never
+// in it: an upstream's env or a header is named, not shown, and a secret
+// is named, its source (file, command, env) compared but not shown, and
+// its value, which no config holds, never read.
 type Changes struct {
 	Added, Removed, Changed []string
 }
@@ -23,8 +26,8 @@ type Changes struct {
 // Diff is what next changes against prev. Against the zero Config (a
 // kernel starting), everything next holds is Added. Each entry names its
 // kind first ("grant …", "integration NAME, child of PARENT", "upstream
-// NAME", "telemetry", "audit arguments"), in the order next (or, for
-// Removed, prev) holds them.
+// NAME", "secret NAME", "telemetry", "audit arguments"), in the order
+// next (or, for Removed, prev) holds them.
 func Diff(prev, next Config) Changes {
 	var c Changes
 	was := grantTexts(prev.Grants)
@@ -53,20 +56,8 @@ func Diff(prev, next Config) Changes {
 			c.Removed = append(c.Removed, integrationText(in))
 		}
 	}
-	for _, u := range next.Upstreams {
-		i := slices.IndexFunc(prev.Upstreams, func(p upstream.Spec) bool { return p.Name == u.Name })
-		switch {
-		case i < 0:
-			c.Added = append(c.Added, "upstream "+u.Name)
-		case !reflect.DeepEqual(prev.Upstreams[i], u):
-			c.Changed = append(c.Changed, "upstream "+u.Name)
-		}
-	}
-	for _, u := range prev.Upstreams {
-		if !slices.ContainsFunc(next.Upstreams, func(n upstream.Spec) bool { return n.Name == u.Name }) {
-			c.Removed = append(c.Removed, "upstream "+u.Name)
-		}
-	}
+	diffByName(&c, "upstream ", prev.Upstreams, next.Upstreams, func(u upstream.Spec) string { return u.Name })
+	diffByName(&c, "secret ", prev.Secrets, next.Secrets, func(s secret.Spec) string { return s.Name })
 	switch {
 	case prev.Telemetry == nil && next.Telemetry != nil:
 		c.Added = append(c.Added, "telemetry")
@@ -82,6 +73,26 @@ func Diff(prev, next Config) Changes {
 		c.Changed = append(c.Changed, "audit arguments "+next.Arguments)
 	}
 	return c
+}
+
+// diffByName adds to c, as kind and the name, each item of next that
+// prev has no item of that name of (added) or another one (changed),
+// then each item of prev that next has none of (removed).
+func diffByName[T any](c *Changes, kind string, prev, next []T, name func(T) string) {
+	for _, n := range next {
+		i := slices.IndexFunc(prev, func(p T) bool { return name(p) == name(n) })
+		switch {
+		case i < 0:
+			c.Added = append(c.Added, kind+name(n))
+		case !reflect.DeepEqual(prev[i], n):
+			c.Changed = append(c.Changed, kind+name(n))
+		}
+	}
+	for _, p := range prev {
+		if !slices.ContainsFunc(next, func(n T) bool { return name(n) == name(p) }) {
+			c.Removed = append(c.Removed, kind+name(p))
+		}
+	}
 }
 
 // GrantText says what a grant allows, in one line: its subject, resource
