@@ -57,8 +57,13 @@ func (s *Server) Reload(next config.Config) (Reloaded, error) {
 	s.mu.Unlock()
 	r := Reloaded{Applied: true}
 	telemetryWas, telemetryNow := telemetryText(running.Telemetry), telemetryText(next.Telemetry)
-	if telemetryWas == telemetryNow && !reflect.DeepEqual(running.Telemetry, next.Telemetry) {
+	switch {
+	case telemetryWas != telemetryNow:
+	case !reflect.DeepEqual(running.Telemetry, next.Telemetry):
 		telemetryNow += " (a header's value changed)"
+	case !sameValues(running.Telemetry.SecretNames(), s.Secrets, s.CurrentSecrets()):
+		// The exporters send the values the kernel started with.
+		telemetryNow += " (a secret its headers name has a new value)"
 	}
 	for _, c := range []struct{ what, was, now string }{
 		{"the files root", running.Root, next.Root},

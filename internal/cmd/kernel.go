@@ -138,7 +138,7 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 	if err != nil {
 		return errors.Join(listenHint(err, cfg.Socket), auditLog.Close())
 	}
-	tel, exporting, err := startTelemetry(ctx, cfg, stateDir, log)
+	tel, exporting, err := startTelemetry(ctx, cfg, secrets, stateDir, log)
 	if err != nil {
 		return errors.Join(err, ln.Close(), auditLog.Close())
 	}
@@ -232,8 +232,9 @@ const telemetryFlush = 5 * time.Second
 // startTelemetry starts the export [telemetry] asks for, and says what it
 // exports where; nil without the table, or when no endpoint is set, which
 // it warns about. The audit stream keeps its cursor in the state
-// directory.
-func startTelemetry(ctx context.Context, cfg config.Config, stateDir string, log zerolog.Logger) (*telemetry.Telemetry, telemetryNote, error) {
+// directory. The headers' {secret:NAME} are filled in from secrets, the
+// ones the kernel started with.
+func startTelemetry(ctx context.Context, cfg config.Config, secrets *secret.Set, stateDir string, log zerolog.Logger) (*telemetry.Telemetry, telemetryNote, error) {
 	if cfg.Telemetry == nil {
 		return nil, telemetryNote{}, nil
 	}
@@ -246,7 +247,7 @@ func startTelemetry(ctx context.Context, cfg config.Config, stateDir string, log
 		}
 	}
 	tel, err := telemetry.Start(ctx, telemetry.Options{
-		Config: *cfg.Telemetry, Version: buildStamp().version, AuditLog: cfg.AuditLog, StateDir: stateDir, Log: log,
+		Config: *cfg.Telemetry, Version: buildStamp().version, AuditLog: cfg.AuditLog, StateDir: stateDir, Log: log, Secrets: secrets,
 	})
 	switch {
 	case errors.Is(err, telemetry.ErrNoEndpoint):

@@ -85,6 +85,7 @@ type Lines struct {
 	Upstreams    []int // each [[upstream]] header, in order
 	Integrations []int // each [[integration]] header, in order
 	Secrets      []int // each [[secret]] header, in order
+	Telemetry    int   // the [telemetry] header
 }
 
 // Rules are the config's grants and hierarchy, as the policy decides on
@@ -431,7 +432,7 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 		errs.add(fmt.Errorf("%s: %w", name, err))
 	}
 	if c.Telemetry, err = parseTelemetry(fc.Telemetry); err != nil {
-		errs.add(fmt.Errorf("%s: %w", name, err))
+		errs.add(telemetryError(name, c.Lines, err))
 	}
 	upstreamsOK := true
 	for i := range fc.Upstream {
@@ -461,7 +462,7 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 			namespaces = c.Namespaces()
 		}
 	}
-	c.Secrets = parseSecrets(&errs, name, data, base, c.Lines, fc.Secret, fc.Upstream, c.Upstreams)
+	c.Secrets = parseSecrets(&errs, name, data, base, c.Lines, fc.Secret, fc.Upstream, c.Upstreams, c.Telemetry)
 	// The grants a hierarchy's parents may be named by: every grant with
 	// a subject, even one wrong otherwise, so that its problem is not
 	// said twice.
@@ -711,6 +712,9 @@ func configLines(data []byte) Lines {
 			if n.Kind == unstable.ArrayTable && key == "integration" {
 				l.Integrations = append(l.Integrations, line(n))
 			}
+			if n.Kind == unstable.Table && key == "telemetry" {
+				l.Telemetry = line(n)
+			}
 		case unstable.KeyValue:
 			if table+"."+key == "files.root" || (table == "" && key == "files.root") {
 				l.Root = line(n)
@@ -838,7 +842,7 @@ var wantValue = map[string]string{
 	"telemetry":                "a table: [telemetry]",
 	"telemetry.otlp_endpoint":  `a string, e.g. otlp_endpoint = "http://127.0.0.1:4318"`,
 	"telemetry.otlp_protocol":  `"http/protobuf" or "grpc"`,
-	"telemetry.headers":        `a table of strings, e.g. headers = { authorization = "Bearer …" }`,
+	"telemetry.headers":        `a table of strings, e.g. headers = { authorization = "Bearer {secret:otlp-token}" }`,
 	"telemetry.service_name":   `a string, e.g. service_name = "sharedos-kernel"`,
 	"telemetry.audit_logs":     "true or false",
 }

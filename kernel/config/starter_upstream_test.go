@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,5 +42,29 @@ func TestTheStartersUpstreamExamplesLoadUncommented(t *testing.T) {
 		if ph := ts.Resource.Placeholders(); !ok || len(ph) != 1 || ph[0] != (policy.Placeholder{Name: "path", Kind: policy.KindPath}) {
 			t.Errorf("fs.%s's resource is %s, want /{path:path}", name, ts.Resource)
 		}
+	}
+}
+
+// TestTheStartersTelemetryExampleLoadsUncommented: the commented
+// [telemetry] example, with the [[secret]] its header names, loads as it
+// is once uncommented.
+func TestTheStartersTelemetryExampleLoadsUncommented(t *testing.T) {
+	start := bytes.Index(starter, []byte("\n# [telemetry]\n"))
+	if start < 0 {
+		t.Fatal("the starter has no commented [telemetry] example")
+	}
+	var doc strings.Builder
+	for _, line := range strings.Split(string(starter[start+1:]), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		doc.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ") + "\n")
+	}
+	c, err := Parse("starter.toml", []byte(doc.String()))
+	if err != nil {
+		t.Fatalf("the starter's [telemetry] example, uncommented, does not load: %v\n%s", err, doc.String())
+	}
+	if c.Telemetry == nil || !slices.Equal(c.Telemetry.SecretNames(), []string{"otlp-token"}) || len(c.Secrets) != 1 {
+		t.Errorf("telemetry %+v, secrets %+v: want a header naming the one secret otlp-token", c.Telemetry, c.Secrets)
 	}
 }

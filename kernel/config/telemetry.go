@@ -2,10 +2,13 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 )
 
 // What the audit records of a call's arguments ([audit] arguments).
@@ -43,8 +46,8 @@ type Telemetry struct {
 	// Protocol is otlp_protocol: ProtocolHTTP or ProtocolGRPC.
 	Protocol string
 	// Headers go with every export. Values may name secrets
-	// ({secret:NAME}); they are expanded only when the exporters are made,
-	// and never shown.
+	// ({secret:NAME}, each of which names one of Config.Secrets); they are
+	// expanded only when the exporters are made, and never shown.
 	Headers map[string]string
 	// ServiceName is service_name.
 	ServiceName string
@@ -104,7 +107,44 @@ func parseTelemetry(ft *fileTelemetry) (*Telemetry, error) {
 	if len(ft.Headers) > 0 {
 		t.Headers = ft.Headers
 	}
+	for _, name := range slices.Sorted(maps.Keys(t.Headers)) {
+		if _, err := secret.Refs(t.Headers[name]); err != nil {
+			return nil, fmt.Errorf("[telemetry] headers: %s: %w", name, err)
+		}
+	}
 	return t, nil
+}
+
+// SecretNames returns the secrets t's header values refer to, each
+// once, in order of name; none for a nil t.
+func (t *Telemetry) SecretNames() []string {
+	var names []string
+	for _, ref := range t.secretRefs() {
+		names = append(names, ref.secret)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// headerRef is a {secret:NAME} in the value of one of [telemetry]'s
+// headers.
+type headerRef struct{ header, secret string }
+
+// secretRefs returns the secrets t's header values refer to, by header
+// name and then in the order the value names them. parseTelemetry has
+// checked every reference is well formed.
+func (t *Telemetry) secretRefs() []headerRef {
+	if t == nil {
+		return nil
+	}
+	var refs []headerRef
+	for _, h := range slices.Sorted(maps.Keys(t.Headers)) {
+		names, _ := secret.Refs(t.Headers[h])
+		for _, n := range names {
+			refs = append(refs, headerRef{h, n})
+		}
+	}
+	return refs
 }
 
 // CheckEndpoint checks an OTLP endpoint: an absolute http or https URL

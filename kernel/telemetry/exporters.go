@@ -16,6 +16,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 )
 
 // ErrNoEndpoint: [telemetry] is there but neither it nor the environment
@@ -72,16 +73,14 @@ func otlpProviders(ctx context.Context, o Options) (*Providers, error) {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
 	}
-	headers := map[string]string{}
-	for name, v := range o.Config.Headers {
-		if o.ExpandHeader != nil {
-			var err error
-			if v, err = o.ExpandHeader(v); err != nil {
-				// The error names the header, never its value.
-				return nil, fmt.Errorf("[telemetry] headers: %s: %w", name, err)
-			}
-		}
-		headers[name] = v
+	secrets := o.Secrets
+	if secrets == nil {
+		secrets = &secret.Set{}
+	}
+	headers, err := secrets.ExpandValues(o.Config.Headers)
+	if err != nil {
+		// The error names the header and the secret, never a value.
+		return nil, fmt.Errorf("[telemetry] headers: %w", err)
 	}
 	var p Providers
 	found := false

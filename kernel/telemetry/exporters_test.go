@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 )
 
 // headersSeen is a collector on loopback that keeps each request's path
@@ -43,9 +44,9 @@ func (h *headersSeen) header(path, name string) (string, bool) {
 
 // exportOneSpan starts telemetry on c and the environment, ends one call
 // and shuts down, which exports it.
-func exportOneSpan(t *testing.T, c config.Telemetry, expand func(string) (string, error)) error {
+func exportOneSpan(t *testing.T, c config.Telemetry, secrets *secret.Set) error {
 	t.Helper()
-	tel, err := Start(context.Background(), Options{Config: c, Log: zerolog.Nop(), ExpandHeader: expand})
+	tel, err := Start(context.Background(), Options{Config: c, Log: zerolog.Nop(), Secrets: secrets})
 	if err != nil {
 		return err
 	}
@@ -56,11 +57,11 @@ func exportOneSpan(t *testing.T, c config.Telemetry, expand func(string) (string
 
 func TestExportGoesWhereTheConfigOrTheEnvironmentSays(t *testing.T) {
 	srv, seen := newCollector(t)
-	expand := func(v string) (string, error) { return strings.ReplaceAll(v, "{secret:otlp}", "s3cret"), nil }
-	if err := exportOneSpan(t, config.Telemetry{Endpoint: srv.URL, Headers: map[string]string{"authorization": "Bearer {secret:otlp}"}}, expand); err != nil {
+	secrets := loadSecrets(t, map[string]string{"otlp": "s3cret-0123"})
+	if err := exportOneSpan(t, config.Telemetry{Endpoint: srv.URL, Headers: map[string]string{"authorization": "Bearer {secret:otlp}"}}, secrets); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := seen.header("/v1/traces", "Authorization"); !ok || v != "Bearer s3cret" {
+	if v, ok := seen.header("/v1/traces", "Authorization"); !ok || v != "Bearer s3cret-0123" {
 		t.Errorf("traces at /v1/traces with authorization %q (%v); want the expanded header", v, ok)
 	}
 	if _, ok := seen.header("/v1/metrics", "Content-Type"); !ok {
@@ -96,9 +97,35 @@ func TestWhenNothingIsExported(t *testing.T) {
 }
 
 func TestAHeaderThatCannotBeExpandedIsNamedNotShown(t *testing.T) {
-	refuse := func(string) (string, error) { return "", errors.New("no secret otlp") }
-	err := exportOneSpan(t, config.Telemetry{Endpoint: "http://127.0.0.1:1", Headers: map[string]string{"authorization": "Bearer {secret:otlp} hunter2"}}, refuse)
-	if err == nil || !strings.Contains(err.Error(), "authorization") || strings.Contains(err.Error(), "hunter2") {
-		t.Errorf("error %v: want it to name the header and not show its value", err)
+	// The header also names a secret that is there: its value must not
+	// be in the error about the one that is not.
+	secrets := loadSecrets(t, map[string]string{"present": "hunter2-0123"})
+	headers := map[string]string{"authorization": "Bearer {secret:present} {secret:otlp}"}
+	for _, tt := range []struct {
+		set     *secret.Set
+		missing string
+	}{{secrets, "otlp"}, {nil, "present"}} {
+		err := exportOneSpan(t, config.Telemetry{Endpoint: "http://127.0.0.1:1", Headers: headers}, tt.set)
+		if !errors.Is(err, secret.ErrUnknownSecret) || !strings.Contains(err.Error(), "[telemetry] headers: authorization: {secret:"+tt.missing+"}") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error %v: want it to name the header and {secret:%s}, and show no value", err, tt.missing)
+		}
 	}
+}
+
+// loadSecrets is a secret set of env secrets with these names and values,
+// loaded as the kernel loads its own.
+func loadSecrets(t *testing.T, values map[string]string) *secret.Set {
+	t.Helper()
+	var specs []secret.Spec
+	for name := range values {
+		specs = append(specs, secret.Spec{Name: name, Kind: secret.KindEnv, Env: name})
+	}
+	set, err := secret.Load(context.Background(), specs, secret.Options{LookupEnv: func(k string) (string, bool) {
+		v, ok := values[k]
+		return v, ok
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }

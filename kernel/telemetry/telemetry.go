@@ -1,5 +1,5 @@
 // Package telemetry is the reference kernel's OpenTelemetry export
-// (docs/telemetry.md, docs/adr/0033): one SERVER span per tools.invoke in
+// (docs/telemetry.md, docs/adr/0037): one SERVER span per tools.invoke in
 // the MCP semantic conventions, a CLIENT span per brokered upstream call
 // whose trace context goes to the upstream in params._meta, the call and
 // upstream metrics, and (audit_logs) every audit line as a log record,
@@ -37,6 +37,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 )
 
 // scope is the instrumentation scope of everything the kernel exports.
@@ -51,10 +52,12 @@ type Options struct {
 	AuditLog string
 	StateDir string
 	Log      zerolog.Logger
-	// ExpandHeader turns a header value as written in the config into the
-	// value sent: the seam where {secret:NAME} is filled in. nil sends the
-	// values as written.
-	ExpandHeader func(value string) (string, error)
+	// Secrets fill in the {secret:NAME} references of the config's header
+	// values, as an upstream's headers are filled in (secret.ExpandValues);
+	// nil holds none, so a reference is an error. The exporters keep the
+	// values they were made with: a secret read again on SIGHUP reaches
+	// them when the kernel restarts, like any [telemetry] change.
+	Secrets *secret.Set
 }
 
 // Providers are the SDK pieces New exports through: Start makes OTLP
