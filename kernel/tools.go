@@ -65,6 +65,9 @@ type outcome struct {
 	// retryAfter, when set, says after how long.
 	retryable  bool
 	retryAfter time.Duration
+	// approvalID is, for approval_pending and approval_declined, the
+	// approval a person was asked for.
+	approvalID string
 }
 
 func succeeded(output any, text string) outcome {

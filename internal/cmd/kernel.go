@@ -122,6 +122,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		Integrations:   cfg.Hierarchy,
 		AllowUIDs:      cfg.AllowUIDs,
 		OperatorUIDs:   cfg.OperatorUIDs,
+		AskTimeout:     cfg.AskTimeout,
 		AllowHardLinks: cfg.AllowHardLinks,
 		Upstreams:      cfg.Upstreams,
 		StateDir:       stateDir,
