@@ -308,11 +308,12 @@ func (s *Server) pending() []kproto.Approval {
 }
 
 // claimAsker makes t the shim that asks the person about a, unless
-// another is asking.
+// another is asking (t's own deferred question is asked again: its retry
+// came without an answer).
 func (s *Server) claimAsker(a *approval, t *turn) bool {
 	s.approvals.mu.Lock()
 	defer s.approvals.mu.Unlock()
-	if a.asker != nil || a.state != approvalPending {
+	if a.state != approvalPending || a.asker != nil && !(a.asker == t && a.deferred) {
 		return false
 	}
 	a.asker, a.deferred = t, false

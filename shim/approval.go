@@ -73,6 +73,11 @@ func (s *server) onApprovalAsk(a kproto.ApprovalAskParams, reply func(kproto.App
 			decision = kproto.ApprovalCancelled // answered or cancelled already
 		case !p.call.req.elicit:
 			decision = kproto.ApprovalUnavailable
+		case p.call.dismissed:
+			// A retry that brought no decision (the person cancelled):
+			// asking again would only loop; the call is answered
+			// approval_pending, and the operator may still decide.
+			decision = kproto.ApprovalCancelled
 		case p.call.req.modern:
 			token := newToken
 			if s.cfg.token != nil {
@@ -173,8 +178,8 @@ func elicitDecision(result []byte) string {
 }
 
 // retryAnswer is the person's answer a 2026-07-28 retry carries: the
-// question it answers and the decision, for dispatch to send the kernel
-// before the call.
+// question it answers and the decision (cancelled when it brings none),
+// for dispatch to send the kernel before the call.
 type retryAnswer struct {
 	approvalID string
 	tool       string // the held call's tool: the retry must be of the same
@@ -183,20 +188,17 @@ type retryAnswer struct {
 
 // takeDeferred finds the question a retry's requestState names, once,
 // and reads the person's answer from its inputResponses; nil when the
-// token is unknown or carries no decision.
+// token is unknown.
 func (st *turnState) takeDeferred(token string, responses []byte) *retryAnswer {
 	for i, as := range st.deferred {
 		if as.token != token {
 			continue
 		}
 		st.deferred = append(st.deferred[:i], st.deferred[i+1:]...)
+		d := kproto.ApprovalCancelled
 		var rs map[string]json.RawMessage
-		if json.Unmarshal(responses, &rs) != nil || rs[approvalKey] == nil {
-			return nil
-		}
-		d := elicitDecision(rs[approvalKey])
-		if d == kproto.ApprovalCancelled {
-			return nil
+		if json.Unmarshal(responses, &rs) == nil && rs[approvalKey] != nil {
+			d = elicitDecision(rs[approvalKey])
 		}
 		return &retryAnswer{approvalID: as.ask.ApprovalID, tool: as.call.call.name, decision: d}
 	}

@@ -224,9 +224,13 @@ func (s *server) dispatch(ctx context.Context, st *turnState, req *request, cp c
 		})))
 		return
 	}
+	dismissed := false
 	if a := cp.answer; a != nil && a.tool == name {
-		// The person's answer first: the kernel reads the call after it.
-		if err := s.kernel.AnswerApproval(kproto.ApprovalAnswerParams{ApprovalID: a.approvalID, Decision: a.decision}); err != nil {
+		if a.decision == kproto.ApprovalCancelled {
+			dismissed = true
+		} else if err := s.kernel.AnswerApproval(kproto.ApprovalAnswerParams{ApprovalID: a.approvalID, Decision: a.decision}); err != nil {
+			// The person's answer goes first: the kernel reads the call
+			// after it.
 			s.cfg.Log.Debug().Err(err).Msg("approval.answer")
 		}
 	}
@@ -242,7 +246,7 @@ func (s *server) dispatch(ctx context.Context, st *turnState, req *request, cp c
 		go s.escalate(ctx, req, p, stop, tool, reason, call, err, timeout)
 		return
 	}
-	c := &relayCall{s: s, req: req, p: p, tool: tool, callID: callID, name: name}
+	c := &relayCall{s: s, req: req, p: p, tool: tool, callID: callID, name: name, dismissed: dismissed}
 	p.call = c
 	if len(req.progressToken) > 0 {
 		// The kernel's reports on this call go to the client from now on.
@@ -282,6 +286,9 @@ type relayCall struct {
 	// shim answers with an input-required result (2026-07-28); set under
 	// mu before the kernel's answer, which it replaces.
 	asked *asking
+	// dismissed: the call is a 2026-07-28 retry whose person answered
+	// its question without a decision; it is not asked again.
+	dismissed bool
 }
 
 // answered takes the kernel's answer (or the error that kept it from
