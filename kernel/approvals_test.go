@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -461,4 +462,66 @@ func TestAnApprovalThatCannotBeRecordedDoesNotHappen(t *testing.T) {
 	}
 	sink.fail.Store(false)
 	h.fileIs(t, "public/u.txt", "")
+}
+
+// BenchmarkAnAskedCall is what asking costs the kernel beyond the
+// person's wait: one call through a turn, unasked (a grant without ask),
+// and asked (a grant with ask = "harness", the shim answering approve at
+// once), for a read and for a write, in one run so they compare. Asked,
+// a call also writes and syncs tool.approval.requested and
+// tool.approval.granted, and crosses the socket twice more.
+func BenchmarkAnAskedCall(b *testing.B) {
+	docs, _ := policy.ParseResource("files:/docs")
+	for _, tool := range []struct{ name, args, action string }{
+		{"files.read", `{"path":"/docs/a.txt"}`, "read"},
+		{"files.write", `{"path":"/docs/w.txt","content":"a line a model wrote\n"}`, "write"},
+	} {
+		for _, ask := range []string{"", policy.AskHarness} {
+			name := tool.action + "/unasked"
+			if ask != "" {
+				name = tool.action + "/asked"
+			}
+			b.Run(name, func(b *testing.B) {
+				g := policy.Grant{Subject: policy.SubjectWildcard, Resource: docs, Descendants: true, Actions: []string{tool.action}, Ask: ask, AskTTL: policy.DefaultAskTTL}
+				t := startBenchTurnWith(b, "bench", []policy.Grant{g}, func(s *Server) { s.AskTimeout = time.Minute })
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if ask == "" {
+						t.invoke(b, i, tool.name, tool.args)
+						continue
+					}
+					t.invokeApproved(b, i, tool.name, tool.args)
+				}
+			})
+		}
+	}
+}
+
+// invokeApproved sends a call, answers the kernel's approval.ask
+// approved, and reads the call's result.
+func (t *benchTurn) invokeApproved(b *testing.B, i int, tool, args string) {
+	line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools.invoke","params":{"callId":"c%d","tool":%q,"arguments":%s,"catalogHash":%q}}`, i+3, i, tool, args, t.hash)
+	if _, err := t.conn.Write([]byte(line + "\n")); err != nil {
+		b.Fatal(err)
+	}
+	raw, err := t.r.ReadLine()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ask jsonrpc.Message
+	if err := json.Unmarshal(raw, &ask); err != nil || ask.Method != kproto.MethodApprovalAsk {
+		b.Fatalf("%s: want approval.ask (%v)", raw, err)
+	}
+	if _, err := t.conn.Write(jsonrpc.AppendResponse(nil, ask.ID, []byte(`{"decision":"approved"}`))); err != nil {
+		b.Fatal(err)
+	}
+	raw, err = t.r.ReadLine()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var m jsonrpc.Message
+	var r kproto.InvokeResult
+	if json.Unmarshal(raw, &m) != nil || json.Unmarshal(m.Result, &r) != nil || r.Status != kproto.StatusSucceeded {
+		b.Fatalf("%s: %+v", raw, r)
+	}
 }
