@@ -434,7 +434,7 @@ func (t *turn) awaitApproval(ctx context.Context, c *call) (outcome, bool) {
 		}
 		// Held until ask_timeout, and never past the request's expiry.
 		timer := time.NewTimer(min(time.Until(deadline), a.expiresAt.Sub(t.s.Now())))
-		w := t.waitFor(ctx, c, a, timer.C)
+		w, why := t.waitFor(ctx, c, a, timer.C)
 		timer.Stop()
 		switch w {
 		case waitDecided:
@@ -451,7 +451,9 @@ func (t *turn) awaitApproval(ctx context.Context, c *call) (outcome, bool) {
 		case waitUnrecorded:
 			return auditUnavailable(false), false
 		default: // the time to wait is up, or the person was asked in a way that answers later
-			return pendingOutcome(a), false
+			o := pendingOutcome(a)
+			o.note = why
+			return o, false
 		}
 	}
 	return pendingOutcome(a), false
@@ -499,13 +501,22 @@ const (
 // decide, t's shim can ask, and no other shim is asking, it asks
 // (approval.ask); the shim's answer is recorded as the harness's
 // decision, unless the operator's came first. A question the kernel
-// stops waiting for is withdrawn (approval.withdrawn).
-func (t *turn) waitFor(ctx context.Context, c *call, a *approval, timeout <-chan time.Time) waitResult {
+// stops waiting for is withdrawn (approval.withdrawn). why says, for the
+// record of a call that ends undecided, how the harness was or was not
+// asked.
+func (t *turn) waitFor(ctx context.Context, c *call, a *approval, timeout <-chan time.Time) (w waitResult, why string) {
 	var answer <-chan string
 	asking := false
-	if a.ask == policy.AskHarness && t.canAsk && t.s.claimAsker(a, t) {
+	switch {
+	case a.ask != policy.AskHarness:
+		why = "only the operator may approve it"
+	case !t.canAsk:
+		why = "the harness cannot be asked: its shim does not speak approval.ask"
+	case t.s.claimAsker(a, t):
 		asking = true
 		answer = t.ask(a, c)
+	default:
+		why = "another turn's harness is being asked about it"
 	}
 	withdraw := func(reason, decision, by string) {
 		if asking {
@@ -523,7 +534,7 @@ func (t *turn) waitFor(ctx context.Context, c *call, a *approval, timeout <-chan
 				decision = kproto.ApprovalDeclined
 			}
 			withdraw(kproto.WithdrawnDecided, decision, by)
-			return waitDecided
+			return waitDecided, ""
 		case d := <-answer:
 			answer, asking = nil, false
 			switch d {
@@ -533,27 +544,32 @@ func (t *turn) waitFor(ctx context.Context, c *call, a *approval, timeout <-chan
 				var ae *approvalError
 				switch {
 				case errors.Is(err, errApprovalUnrecorded):
-					return waitUnrecorded
+					return waitUnrecorded, ""
 				case errors.As(err, &ae) && ae.code == kproto.ErrUnknownApproval:
-					return waitTimeout // it expired as the answer came
+					return waitTimeout, "it expired as the harness's answer came"
 				}
 				// Decided now, by this answer or by the operator's just
 				// before it: a.decided is closed either way.
 			case kproto.ApprovalUnavailable:
-				t.s.releaseAsker(a, t, false) // only the operator can decide: wait for them
+				// Only the operator can decide now: wait for them.
+				t.s.releaseAsker(a, t, false)
+				why = "the harness's client cannot be asked: it declared no form elicitation"
 			case kproto.ApprovalDeferred:
 				t.s.releaseAsker(a, t, true)
-				return waitNoAnswer
+				return waitNoAnswer, "the harness was asked with an input-required result; its answer comes with the call's retry"
 			default: // cancelled, or an answer the kernel does not know
 				t.s.releaseAsker(a, t, false)
-				return waitNoAnswer
+				return waitNoAnswer, "the person at the harness was asked and gave no decision (" + clip.String(d, 32) + ")"
 			}
 		case <-timeout:
+			if asking {
+				why = "the person at the harness was asked and did not answer in time"
+			}
 			withdraw(kproto.WithdrawnTimeout, "", "")
-			return waitTimeout
+			return waitTimeout, why
 		case <-ctx.Done():
 			withdraw(kproto.WithdrawnCancelled, "", "")
-			return waitCancelled
+			return waitCancelled, ""
 		}
 	}
 }

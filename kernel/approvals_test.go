@@ -167,6 +167,9 @@ func TestAHeldCallIsApprovedOutOfBandAndItsRetryRuns(t *testing.T) {
 	if auth := eventsNamed(evs, audit.EventToolAuthorized)[0]; auth.ApprovalID != a.ID {
 		t.Errorf("the call ran under %q, want %s", auth.ApprovalID, a.ID)
 	}
+	if inv := eventsNamed(evs, audit.EventToolInvoked)[0]; inv.ApprovalID != a.ID || inv.Reason != "the harness cannot be asked: its shim does not speak approval.ask" {
+		t.Errorf("the held call's record: approval %q, reason %q", inv.ApprovalID, inv.Reason)
+	}
 }
 
 // TestTheHarnessIsAskedAndItsAnswerDecides: a shim that can ask is sent
@@ -213,6 +216,9 @@ func TestTheHarnessIsAskedAndItsAnswerDecides(t *testing.T) {
 	h.fileIs(t, "public/no.txt", "")
 
 	evs := h.events()
+	if inv := eventsNamed(evs, audit.EventToolInvoked); inv[len(inv)-1].Reason != "the person at the harness was asked and gave no decision (cancelled)" {
+		t.Errorf("the dismissed call's reason: %q", inv[len(inv)-1].Reason)
+	}
 	if g := eventsNamed(evs, audit.EventApprovalGranted); len(g) != 1 || g[0].By != "harness" || g[0].ExecutionID != eventsNamed(evs, audit.EventTurnOpened)[0].ExecutionID {
 		t.Errorf("granted records %+v", g)
 	}

@@ -66,8 +66,10 @@ type outcome struct {
 	retryable  bool
 	retryAfter time.Duration
 	// approvalID is, for approval_pending and approval_declined, the
-	// approval a person was asked for.
+	// approval a person was asked for; note says for the record why an
+	// asked call was not decided while it was held.
 	approvalID string
+	note       string
 }
 
 func succeeded(output any, text string) outcome {

@@ -739,7 +739,7 @@ func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, sta
 	if !t.s.record(t.event(audit.EventToolInvoked, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = clip.String(p.CallID, maxCallIDBytes), seq, clip.String(p.Tool, 128), c.resource, requestedIfOther(c), c.action
 		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, clip.String(p.CatalogHash, 128), &d, c.upstream
-		e.Grants, e.Nearest, e.RetryAfterMs, e.ApprovalID = c.decided.grantRefs(), nearest, r.RetryAfterMs, c.approvalID
+		e.Grants, e.Nearest, e.RetryAfterMs, e.ApprovalID, e.Reason = c.decided.grantRefs(), nearest, r.RetryAfterMs, c.approvalID, o.note
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}
