@@ -407,7 +407,10 @@ func gradeAsk(approve bool) func(e *evidence, h *harness) (string, string) {
 		if len(requested) == 0 {
 			return gradeFail, fmt.Sprintf("the kernel recorded %s/%s without holding the call for approval", inv[0].Status, inv[0].Code)
 		}
-		how := "the harness asked its person through MCP elicitation"
+		// Who answered the shim's question: the runner's Elicitation hook
+		// standing in for the person, or, with no hook run, the harness
+		// itself (a headless run with no dialog).
+		how := "the harness answered the shim's elicitation/create by itself, with no person or hook asked"
 		if e.elicited != "" {
 			how = "the harness's Elicitation hook answered the shim's elicitation/create for its person (" + clip(e.elicited) + ")"
 		}
@@ -423,6 +426,8 @@ func gradeAsk(approve bool) func(e *evidence, h *harness) (string, string) {
 			}
 			return gradeNotExercised, "the person could not be asked, or gave no decision, in a headless run: " + last.Reason +
 				"; the call was held, then answered approval_pending, which reached the model"
+		case approve && e.elicited == "" && len(declined) == 1 && declined[0].By == "harness" && last.Code == kproto.CodeApprovalDeclined:
+			return gradeNotExercised, how + ": it declined, so a headless run cannot be driven to approve; the call was refused approval_declined"
 		case approve && (len(granted) != 1 || granted[0].By != "harness"):
 			return gradeFail, fmt.Sprintf("kernel recorded %s/%s with %d approval(s) granted by the harness", last.Status, last.Code, len(granted))
 		case approve && (last.Status != kproto.StatusSucceeded || string(written) != askedContent):

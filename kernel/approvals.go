@@ -22,7 +22,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
-// Approvals (docs/approvals.md, docs/adr/0037). A call that the grants
+// Approvals (docs/approvals.md, docs/adr/0040). A call that the grants
 // allow only once a person approves it is held in its place in its turn
 // while a person is asked: the person at the harness through the shim
 // (approval.ask, when the grants let the harness approve and the shim
