@@ -297,12 +297,18 @@ func (w waiter) give(a Answer) {
 }
 
 func (c *Client) onProgress(params []byte) {
-	var p kproto.ProgressParams
-	if json.Unmarshal(params, &p) != nil || p.CallID == "" {
+	notify(c, params, &c.progress, func(p kproto.ProgressParams) bool { return p.CallID != "" })
+}
+
+// notify decodes a notification's params and hands them, when ok says
+// they are whole, to the function *to holds (under mu), if one is set.
+func notify[P any](c *Client, params []byte, to *func(P), ok func(P) bool) {
+	var p P
+	if json.Unmarshal(params, &p) != nil || !ok(p) {
 		return
 	}
 	c.mu.Lock()
-	f := c.progress
+	f := *to
 	c.mu.Unlock()
 	if f != nil {
 		f(p)
@@ -344,16 +350,7 @@ func (c *Client) onAsk(id, params []byte) {
 }
 
 func (c *Client) onWithdrawn(params []byte) {
-	var p kproto.ApprovalWithdrawnParams
-	if json.Unmarshal(params, &p) != nil {
-		return
-	}
-	c.mu.Lock()
-	f := c.withdrawn
-	c.mu.Unlock()
-	if f != nil {
-		f(p)
-	}
+	notify(c, params, &c.withdrawn, func(p kproto.ApprovalWithdrawnParams) bool { return p.ApprovalID != "" })
 }
 
 // respond queues the answer to a request the kernel sent (id as the
