@@ -514,7 +514,9 @@ func (t *turn) waitFor(ctx context.Context, c *call, a *approval, timeout <-chan
 		why = "the harness cannot be asked: its shim does not speak approval.ask"
 	case t.s.claimAsker(a, t):
 		asking = true
-		answer = t.ask(a, c)
+		var id string
+		id, answer = t.ask(a, c)
+		defer t.forgetAsk(id) // an answer that comes after this is dropped
 	default:
 		why = "another turn's harness is being asked about it"
 	}
@@ -574,9 +576,10 @@ func (t *turn) waitFor(ctx context.Context, c *call, a *approval, timeout <-chan
 	}
 }
 
-// ask sends approval.ask about a to t's shim and returns where its
-// answer arrives (a decision; cancelled for an error answer).
-func (t *turn) ask(a *approval, c *call) <-chan string {
+// ask sends approval.ask about a to t's shim and returns the request's
+// id and where its answer arrives (a decision; cancelled for an error
+// answer).
+func (t *turn) ask(a *approval, c *call) (string, <-chan string) {
 	t.mu.Lock()
 	t.nextAsk++
 	id := "a" + strconv.FormatInt(t.nextAsk, 10)
@@ -590,11 +593,18 @@ func (t *turn) ask(a *approval, c *call) <-chan string {
 	})
 	if err != nil {
 		ch <- kproto.ApprovalCancelled
-		return ch
+		return id, ch
 	}
 	line := append([]byte(`{"jsonrpc":"2.0","id":"`+id+`","method":"`+kproto.MethodApprovalAsk+`","params":`), params...)
 	t.write(append(line, "}\n"...))
-	return ch
+	return id, ch
+}
+
+// forgetAsk stops waiting for the shim's answer to approval.ask id.
+func (t *turn) forgetAsk(id string) {
+	t.mu.Lock()
+	delete(t.asks, id)
+	t.mu.Unlock()
 }
 
 // askAnswered takes the shim's answer to an approval.ask (id is the
