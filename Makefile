@@ -46,7 +46,7 @@ bench-relay: ## measure serve against its floors (echo, direct, a minimal relay)
 	go run ./bench/cmd/benchrelay -markdown > BENCHMARKS.md.tmp
 	mv BENCHMARKS.md.tmp BENCHMARKS.md
 
-demo: ## build, start the reference kernel on its embedded default, run a scripted session through the shim
+demo: ## build; show what the example grants allow (kernel check); run the kernel under them on a copy of the demo tree, a scripted Claude Code session through serve, then its audit record and audit verify
 	go run ./scripts/demo
 
 snapshot: ## build the release archives into dist/ without publishing

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
@@ -37,7 +38,7 @@ type Upstreams struct {
 // theirs the kernel does not publish, with why and what to do.
 func (d *doctor) upstreams(u *Upstreams) {
 	if u.QuarantineErr != nil {
-		d.problem(fmt.Sprintf("upstream pins in %s: %v", u.StateDir, u.QuarantineErr),
+		d.problem(fmt.Sprintf("upstream pins in %s: %s", u.StateDir, cli.Words(u.QuarantineErr)),
 			"the state directory and its pins must be yours and not writable by others (chmod go-w); the kernel refuses them too")
 	}
 	r := u.Report
@@ -45,7 +46,7 @@ func (d *doctor) upstreams(u *Upstreams) {
 	case errors.Is(u.ReportErr, status.ErrNoReport):
 		d.skip("no upstream status in %s yet: a kernel running %s writes it once its upstreams start", u.StateDir, u.Config)
 	case u.ReportErr != nil:
-		d.problem(fmt.Sprintf("upstream status: %v", u.ReportErr), "restart the kernel; it rewrites the status whole")
+		d.problem("upstream status: "+cli.Words(u.ReportErr), "restart the kernel; it rewrites the status whole")
 	}
 	var seen []string
 	if u.ReportErr == nil {
@@ -80,7 +81,12 @@ func (d *doctor) upstreams(u *Upstreams) {
 func (d *doctor) upstreamState(st status.Upstream, as string, u *Upstreams) {
 	switch upstream.State(st.State) {
 	case upstream.StateReady:
-		d.ok("upstream %s: ready (%s, pid %d): %d tools can be published (the grants say to whom), %d are withheld (%s)", st.Name, cmpOr(st.Server, "server unnamed"), st.PID, len(st.Published), len(st.Withheld), as)
+		withheld := cli.Count(len(st.Withheld), "is", "are")
+		if len(st.Withheld) == 0 {
+			withheld = "none is"
+		}
+		d.ok("upstream %s: ready (%s, pid %d): %s can be published (the grants say to whom), %s withheld (%s)",
+			st.Name, cmpOr(st.Server, "server unnamed"), st.PID, cli.Count(len(st.Published), "tool", "tools"), withheld, as)
 	case upstream.StateStarting:
 		d.skip("upstream %s: starting (%s)", st.Name, as)
 	case upstream.StateStopped:
@@ -88,7 +94,7 @@ func (d *doctor) upstreamState(st status.Upstream, as string, u *Upstreams) {
 	default:
 		what := fmt.Sprintf("upstream %s: %s (%s): %s", st.Name, st.State, as, st.Reason)
 		if st.Restarts > 0 {
-			what += fmt.Sprintf("; restarted %d times", st.Restarts)
+			what += "; restarted " + cli.Count(st.Restarts, "time", "times")
 		}
 		if len(st.Stderr) > 0 {
 			what += "\n  its last lines of stderr:"
