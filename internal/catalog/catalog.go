@@ -32,6 +32,9 @@ type View struct {
 	// config and the status it reports.
 	Brokered []Brokered `json:"brokered,omitempty"`
 	Withheld []Withheld `json:"withheld,omitempty"`
+	// Upstreams are the remote upstreams, from the status the kernel
+	// reports.
+	Upstreams []Upstream `json:"upstreams,omitempty"`
 	// Note says what the brokered view could not learn (no config, no
 	// status from the kernel).
 	Note string `json:"note,omitempty"`
@@ -195,6 +198,9 @@ func (v *View) Print(out io.Writer) error {
 
 // printBrokered writes the brokered tools' table and the withheld ones.
 func (v *View) printBrokered(out io.Writer) error {
+	if err := v.printUpstreams(out); err != nil {
+		return err
+	}
 	if len(v.Brokered) > 0 {
 		fmt.Fprintln(out)
 		w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)

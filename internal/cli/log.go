@@ -22,6 +22,10 @@ type LogOptions struct {
 	Level  string // zerolog level name; "" means info
 	File   string // "" means stderr
 	Format string // "human" or "json"; "" means json in a File, human on stderr
+	// Filter, when set, wraps the writer the log's records and reported
+	// lines go to: the kernel runs them through its secret redactor. It
+	// is given whole lines.
+	Filter func(io.Writer) io.Writer
 }
 
 // Log is what a long-running command writes besides its answers: its log
@@ -78,6 +82,9 @@ func NewLog(prog string, opts LogOptions, stderr io.Writer) (*Log, error) {
 			return nil, Hintf(fmt.Errorf("open log file: %w", err), "pick a --log-file in a directory you can write")
 		}
 		w, lg.close = f, f.Close
+	}
+	if opts.Filter != nil {
+		w = opts.Filter(w)
 	}
 	records := w
 	if !lg.json {

@@ -101,6 +101,9 @@ func doctorUpstreams(cfg config.Config, configFile string) (*doctor.Upstreams, e
 	u := &doctor.Upstreams{Config: cfg.File, StateDir: stateDir, ConfigArg: configArg(configFile)}
 	for _, sp := range cfg.Upstreams {
 		u.Names = append(u.Names, sp.Name)
+		if sp.Remote != nil && sp.Remote.Auth == upstream.AuthOAuth {
+			u.OAuth = append(u.OAuth, sp.Name)
+		}
 	}
 	u.Report, u.ReportErr = status.Read(stateDir)
 	u.Quarantined, u.QuarantineErr = upstream.Quarantined(stateDir)

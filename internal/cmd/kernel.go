@@ -26,6 +26,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -45,9 +46,13 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			return runKernelApprove(stdio, args[1:])
 		case "explain":
 			return runKernelExplain(ctx, stdio, args[1:])
+		case "login":
+			return runKernelLogin(ctx, stdio, args[1:])
+		case "logout":
+			return runKernelLogout(stdio, args[1:])
 		}
 	}
-	fs := newFlagSet(stdio, "kernel", "[check|init|approve|explain|service] [flags]",
+	fs := newFlagSet(stdio, "kernel", "[check|init|approve|explain|login|logout|service] [flags]",
 		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\n"+
 			"confined to a root directory and brokers the stdio MCP servers its config names ([[upstream]]),\n"+
 			"authorizes every call against the grants in its config, and appends every turn and call to an\n"+
@@ -58,8 +63,11 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			"  kernel init [--config FILE] [--root DIR]   write a commented starter config\n"+
 			"  kernel approve UPSTREAM [TOOL] [--config FILE]   pin a brokered tool's changed definition\n"+
 			"  kernel explain --integration NAME TOOL [ARGUMENTS-JSON]   how the kernel would decide a call, and why\n"+
+			"  kernel login UPSTREAM [--config FILE]   sign in to a remote upstream with auth = \"oauth\"\n"+
+			"  kernel logout UPSTREAM [--config FILE]   forget its tokens\n"+
 			"  kernel service install|uninstall|status   run the kernel as a service of this user\n\n"+
-			"SIGHUP reloads the config: new grants, allow_uids and allow_hard_links take effect at once,\n"+
+			"SIGHUP reloads the config and reads its secrets again (an upstream whose secret changed is\n"+
+			"restarted; a secret that does not load refuses the reload): new grants, allow_uids and allow_hard_links take effect at once,\n"+
 			"in open turns too, and new turns see the [[upstream]] servers as now configured (added ones\n"+
 			"started, removed ones stopped, changed ones restarted); an open turn's call of a brokered tool\n"+
 			"whose action or resource changed is refused. A config that does not load is refused and the old\n"+
@@ -75,7 +83,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("the kernel's subcommands are check, init, approve, explain and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the kernel's subcommands are check, init, approve, explain, login, logout and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg, err := loadKernelConfig(*configFile, *root)
@@ -102,17 +110,22 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return cli.Hintf(fmt.Errorf("state directory: %w", err), "set state_dir in the config")
 	}
 
+	secrets, redactor, err := loadSecrets(ctx, cfg, *configFile)
+	if err != nil {
+		return err
+	}
+	logOpts.Filter = redactor.Writer
 	lg, err := cli.NewLog(prog, *logOpts, stdio.Err)
 	if err != nil {
 		return err
 	}
 	defer lg.Close()
-	return lg.Finish(serveKernel(ctx, stdio, lg, cfg, stateDir, *configFile, *root, *socket, *auditFile))
+	return lg.Finish(serveKernel(ctx, stdio, lg, cfg, secrets, redactor, stateDir, *configFile, *root, *socket, *auditFile))
 }
 
 // serveKernel runs the kernel on cfg until ctx ends, reporting through
 // lg: what it serves when it starts, each reload, why it stopped.
-func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Config, stateDir, configFile, rootFlag, socketFlag, auditFlag string) error {
+func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Config, secrets *secret.Set, redactor *secret.Redactor, stateDir, configFile, rootFlag, socketFlag, auditFlag string) error {
 	log, report := lg.Logger, lg.Report
 	auditLog, err := audit.Open(cfg.AuditLog, audit.WithLogger(log))
 	if err != nil {
@@ -136,6 +149,8 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 		Audit:          auditLog,
 		Log:            log,
 		Version:        buildStamp().version,
+		Secrets:        secrets,
+		Redactor:       redactor,
 	}
 	// The kernel's memory is bounded by its own limits (calls running,
 	// long lines held); a soft limit makes the collector give memory
@@ -154,7 +169,8 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 	}
 	sum := summarize(cfg)
 	printAllowances(report, cfg, sum, nil)
-	printUpstreams(report, sum, stateDir)
+	printUpstreams(report, cfg, sum, stateDir)
+	printSecrets(report, cfg)
 	for _, f := range sum.Problems {
 		cli.Warn(report, prog, f.String(), "")
 	}
@@ -227,6 +243,13 @@ func reloadOnHangup(ctx context.Context, report io.Writer, srv *kernel.Server, c
 			}
 			next.Socket = cmp.Or(socketFlag, next.Socket)
 			next.AuditLog = cmp.Or(auditFlag, next.AuditLog)
+			// A command secret is run again here, once, not per call.
+			set, err := secret.Load(ctx, next.Secrets, secret.Options{})
+			if err != nil {
+				cli.Warn(report, prog, "reload refused, the running config and secrets are kept: "+secretsError(err).Error(), "")
+				continue
+			}
+			srv.SetSecrets(set)
 			r, err := srv.Reload(next)
 			if err != nil {
 				cli.Warn(report, prog, "reload: "+err.Error(), "")
@@ -331,15 +354,24 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 		}
 	}
 	printAllowances(stdio.Out, cfg, sum, counts)
-	printUpstreams(stdio.Out, sum, stateDir)
+	printUpstreams(stdio.Out, cfg, sum, stateDir)
+	printSecrets(stdio.Out, cfg)
 	for _, f := range sum.Problems {
 		fmt.Fprintf(stdio.Out, "problem %s\n", f)
+	}
+	secretFaults := secretProblems(cfg)
+	for _, p := range secretFaults {
+		fmt.Fprintf(stdio.Out, "problem %s\n", p)
 	}
 	for _, f := range sum.Warnings {
 		fmt.Fprintf(stdio.Out, "warning %s\n", f)
 	}
-	if n := len(sum.Problems); n > 0 {
-		return cli.Hintf(fmt.Errorf("kernel check: %s in %s", cli.Count(n, "problem", "problems"), cfg.File), "%s", checkHint(cfg, sum, reporter, *configFile))
+	if n := len(sum.Problems) + len(secretFaults); n > 0 {
+		hint := checkHint(cfg, sum, reporter, *configFile)
+		if len(secretFaults) > 0 {
+			hint = fmt.Sprintf("fix each problem named above, then run '%s kernel check%s' again", prog, configArg(*configFile))
+		}
+		return cli.Hintf(fmt.Errorf("kernel check: %s in %s", cli.Count(n, "problem", "problems"), cfg.File), "%s", hint)
 	}
 	return nil
 }
@@ -692,13 +724,13 @@ func untilText(t time.Time) string {
 }
 
 // printUpstreams lists the brokered servers and their configured tools.
-func printUpstreams(w io.Writer, sum config.Summary, stateDir string) {
+func printUpstreams(w io.Writer, cfg config.Config, sum config.Summary, stateDir string) {
 	if len(sum.Upstreams) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "upstreams (pins and status in %s; '%s doctor' shows each one's state and tools once it runs):\n", stateDir, prog)
 	for _, u := range sum.Upstreams {
-		fmt.Fprintf(w, "  %s: %s\n", u.Name, shellWords(u.Command))
+		fmt.Fprintf(w, "  %s: %s\n", u.Name, upstreamLine(cfg, u.Name, u.Command))
 		for _, t := range u.Tools {
 			fmt.Fprintf(w, "    %s: %s on %s\n", t.Name, t.Action, t.Resource)
 		}

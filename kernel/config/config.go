@@ -18,6 +18,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -52,6 +53,11 @@ type Config struct {
 	// Upstreams are the [[upstream]] servers the kernel brokers, in the
 	// order the file declares them.
 	Upstreams []upstream.Spec
+	// Secrets are the [[secret]] tables, in order: the credentials the
+	// kernel loads at start and on each reload (secret.Load), for the
+	// {secret:NAME} references of the upstreams' env and headers values
+	// (every one of which names one of these).
+	Secrets []secret.Spec
 
 	// AllowHardLinks serves regular files with more than one name; see
 	// Server.AllowHardLinks.
@@ -69,6 +75,7 @@ type Lines struct {
 	Grants       []int // each [[grant]] header, in order
 	Upstreams    []int // each [[upstream]] header, in order
 	Integrations []int // each [[integration]] header, in order
+	Secrets      []int // each [[secret]] header, in order
 }
 
 // Rules are the config's grants and hierarchy, as the policy decides on
@@ -187,6 +194,7 @@ type fileConfig struct {
 	Grant       []fileGrant       `toml:"grant"`
 	Upstream    []upstream.Config `toml:"upstream"`
 	Integration []fileIntegration `toml:"integration"`
+	Secret      []secret.Config   `toml:"secret"`
 }
 
 type fileIntegration struct {
@@ -450,6 +458,7 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 			namespaces = c.Namespaces()
 		}
 	}
+	c.Secrets = parseSecrets(&errs, name, data, base, c.Lines, fc.Secret, fc.Upstream, c.Upstreams)
 	// The grants a hierarchy's parents may be named by: every grant with
 	// a subject, even one wrong otherwise, so that its problem is not
 	// said twice.
@@ -483,6 +492,9 @@ func checkUpstream(name string, data []byte, base string, ups []upstream.Config,
 			return upstreamError(name, data, ups, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "cwd", Err: err})
 		}
 		ups[i].Cwd = cwd
+		if ups[i].CAFile, err = expandHome(ups[i].CAFile); err != nil {
+			return upstreamError(name, data, ups, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "ca_file", Err: err})
+		}
 	}
 	_, err := upstream.Parse(ups[i:i+1], base)
 	var ce *upstream.ConfigError
@@ -690,6 +702,9 @@ func configLines(data []byte) Lines {
 			if n.Kind == unstable.ArrayTable && key == "upstream" {
 				l.Upstreams = append(l.Upstreams, line(n))
 			}
+			if n.Kind == unstable.ArrayTable && key == "secret" {
+				l.Secrets = append(l.Secrets, line(n))
+			}
 			if n.Kind == unstable.ArrayTable && key == "integration" {
 				l.Integrations = append(l.Integrations, line(n))
 			}
@@ -800,6 +815,18 @@ var wantValue = map[string]string{
 	"upstream.startup_timeout": `a Go duration string, e.g. startup_timeout = "30s"`,
 	"upstream.call_timeout":    `a Go duration string, e.g. call_timeout = "90s"`,
 	"upstream.host_paths":      "true or false",
+	"upstream.url":             `a string, e.g. url = "https://api.githubcopilot.com/mcp/"`,
+	"upstream.headers":         `a table of strings, e.g. headers = { Authorization = "Bearer {secret:github-token}" }`,
+	"upstream.ca_file":         `a string, e.g. ca_file = "~/.config/sharedos/company-ca.pem"`,
+	"upstream.auth":            `"oauth", or leave it out`,
+	"upstream.client_id":       `a string, e.g. client_id = "sharedos-mcp"`,
+	"upstream.client_secret":   `a reference to a [[secret]], e.g. client_secret = "{secret:github-client}"`,
+	"upstream.scopes":          `an array of strings, e.g. scopes = ["repo", "read:org"]`,
+	"secret":                   "tables: [[secret]]",
+	"secret.name":              `a string, e.g. name = "github-token"`,
+	"secret.file":              `a string, e.g. file = "~/.config/sharedos/secrets/github"`,
+	"secret.command":           `an array of strings, e.g. command = ["pass", "show", "github"]`,
+	"secret.env":               `a string, e.g. env = "GITHUB_TOKEN"`,
 	"upstream.tool":            "tables: [[upstream.tool]]",
 	"upstream.tool.name":       `a string, e.g. name = "read_graph"`,
 	"upstream.tool.action":     `one of "read", "list", "search", "write", "call"`,
