@@ -52,14 +52,23 @@ type request struct {
 	// child of the client's; version is the MCP protocol version the
 	// request was made under, as the reader saw it.
 	traceParent, traceState, version string
+	// elicit: the client of this tools/call can be asked with a form
+	// elicitation (its era has elicitation, and it declared form mode:
+	// at initialize in the legacy eras, in this request's _meta in the
+	// 2026-07-28 era). elicitMode is the elicitation's mode member: "form",
+	// or "" for 2025-06-18, which predates it.
+	elicit     bool
+	elicitMode string
 }
 
 // params are the members of a request's params that the shim reads, as
 // raw JSON (nil when absent; the last one when a name repeats).
 type params struct {
-	name, arguments, meta       []byte // tools/call, and _meta of any request
-	requestID                   []byte // notifications/cancelled
-	protocolVersion, clientInfo []byte // initialize
+	name, arguments, meta        []byte // tools/call, and _meta of any request
+	requestState, inputResponses []byte // a tools/call retried with input (2026-07-28)
+	requestID                    []byte // notifications/cancelled
+	protocolVersion, clientInfo  []byte // initialize
+	capabilities                 []byte // initialize
 }
 
 // handleLine classifies one stdin line and starts answering it. It
@@ -129,7 +138,10 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *pending {
 	}
 	if e.Method == nil {
 		if idOK && (e.Result != nil || e.Error != nil) {
-			return nil // a response; the shim sends the client no requests
+			// A response: the client's answer to an elicitation, the
+			// one request the shim sends it.
+			s.clientAnswered(e.ID, e.Result, e.Error != nil && string(e.Error) != "null")
+			return nil
 		}
 		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
 	}
@@ -154,6 +166,12 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *pending {
 				p.protocolVersion = value
 			case "clientInfo":
 				p.clientInfo = value
+			case "capabilities":
+				p.capabilities = value
+			case "requestState":
+				p.requestState = value
+			case "inputResponses":
+				p.inputResponses = value
 			}
 			return nil
 		})
@@ -187,6 +205,15 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *pending {
 		}
 		if req.method == "tools/call" && m.traceParent != nil {
 			req.traceParent, req.traceState = traceString(m.traceParent, maxTraceParent), traceString(m.traceState, maxTraceState)
+		}
+		if req.modern && req.method == "tools/call" {
+			req.elicit, req.elicitMode = elicitsForm(m.caps), "form"
+		}
+	}
+	if !req.modern && req.method == "tools/call" && s.legacyElicit {
+		req.elicit = true
+		if s.legacyVersion >= "2025-11-25" {
+			req.elicitMode = "form"
 		}
 	}
 	return s.handleRequest(ctx, req)

@@ -36,6 +36,10 @@ type Config struct {
 	// MaxLine bounds one stdin line; <= 0 means jsonrpc.DefaultMaxLine.
 	MaxLine int
 	Log     zerolog.Logger
+
+	// token makes a 2026-07-28 input-required result's requestState;
+	// nil means newToken. Wire scripts make theirs predictable.
+	token func() string
 }
 
 type server struct {
@@ -49,6 +53,7 @@ type server struct {
 	// decides calls: the reader, or the catalogue's fetch for the calls
 	// that waited for it, under mu (see catalogue.go).
 	legacyVersion string // negotiated by initialize; "" before
+	legacyElicit  bool   // initialize's client declared form elicitation
 	escalated     bool
 	nextCall      int64
 
@@ -86,6 +91,7 @@ func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.kernel.OnProgress(s.onProgress)
+	s.kernel.OnApproval(s.onApprovalAsk, s.onApprovalWithdrawn)
 
 	readErr := make(chan error, 1)
 	go func() { readErr <- s.read(ctx, in) }()
@@ -103,6 +109,7 @@ func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	s.abortCalls()
 	s.calls.Wait()
 	s.kernel.OnProgress(nil)
+	s.kernel.OnApproval(nil, nil)
 	s.kernel.Close()
 	if errors.Is(err, io.EOF) {
 		return nil
@@ -130,6 +137,7 @@ func newServer(cfg Config, out io.Writer) *server {
 		st: turnState{
 			byID:  make(map[string]*pending),
 			calls: make(map[string]*pending),
+			asks:  make(map[string]*asking),
 		},
 		wake: make(chan struct{}, 1),
 		room: make(chan struct{}, 1),
