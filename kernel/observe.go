@@ -89,6 +89,27 @@ func (s *Server) upstreamStates() []telemetry.UpstreamState {
 	return out
 }
 
+// approvalsWaiting is what the sharedos.approvals.waiting gauge reads:
+// the approval requests a person can still decide, the ones
+// 'sharedos-mcp approvals' lists. A call held for one counts from its
+// tool.approval.requested to its decision, and so does one answered
+// approval_pending, whose request stays open until it expires. The lock
+// it takes is held at most across one audit sync (a request or a
+// decision being recorded), which delays a collection, never a call.
+func (s *Server) approvalsWaiting() int {
+	ap := &s.approvals
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	now := s.now()
+	n := 0
+	for _, a := range ap.byID {
+		if a.state == approvalPending && now.Before(a.expiresAt) {
+			n++
+		}
+	}
+	return n
+}
+
 // grantNumber is the number kernel check shows the grant under ("#3" is
 // 3) that allowed the call at the integration's own level; 0 when no
 // grant allowed it.

@@ -205,6 +205,7 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 		return err
 	}
 	s.Telemetry.ObserveUpstreams(s.upstreamStates)
+	s.Telemetry.ObserveApprovals(s.approvalsWaiting)
 	s.conns = map[*net.UnixConn]struct{}{}
 
 	ctx, stop := context.WithCancel(ctx)

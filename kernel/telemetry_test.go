@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/telemetry"
+	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 // withSpans gives a kernel telemetry whose spans end up in the returned
@@ -111,5 +115,53 @@ func TestABrokeredCallPassesItsTraceToTheUpstream(t *testing.T) {
 	if rec[0].Meta["traceparent"] != want {
 		b, _ := json.Marshal(rec[0].Meta)
 		t.Errorf("the upstream got _meta %s; want traceparent %s", b, want)
+	}
+}
+
+// TestTheApprovalsWaitingGaugeFollowsAHeldCall: sharedos.approvals.waiting
+// reads the kernel's approval requests: 0, then 1 while a call is held
+// and its harness asked, then 0 once the person approved it.
+func TestTheApprovalsWaitingGaugeFollowsAHeldCall(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	tel, err := telemetry.New(context.Background(), telemetry.Options{Version: "test", Log: zerolog.Nop()}, telemetry.Providers{Metrics: reader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	h := startKernel(t, []policy.Grant{asked(t, policy.AskHarness)}, func(s *Server) {
+		s.StateDir, s.AskTimeout, s.Telemetry = t.TempDir(), time.Minute, tel
+	})
+	waiting := func() int64 {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == telemetry.MetricApprovals && len(g.DataPoints) == 1 {
+					return g.DataPoints[0].Value
+				}
+			}
+		}
+		t.Fatalf("no %s gauge of one point in %+v", telemetry.MetricApprovals, rm.ScopeMetrics)
+		return 0
+	}
+
+	c := h.askingTurn("cc")
+	if n := waiting(); n != 0 {
+		t.Errorf("before any call: %d approvals waiting, want 0", n)
+	}
+	id := c.startWrite("/public/held.txt", "x")
+	askID, _ := c.askOf() // the request is on the record and the harness asked
+	if n := waiting(); n != 1 {
+		t.Errorf("while the call is held: %d approvals waiting, want 1", n)
+	}
+	c.answerAsk(askID, kproto.ApprovalApproved)
+	if r := c.resultOf(id); r.Status != kproto.StatusSucceeded {
+		t.Fatalf("approved: %+v", r)
+	}
+	if n := waiting(); n != 0 {
+		t.Errorf("once approved: %d approvals waiting, want 0", n)
 	}
 }

@@ -80,7 +80,7 @@ func (t *Telemetry) instruments(m metric.Meter) error {
 		return err
 	}
 	approvals, err := m.Int64ObservableGauge(MetricApprovals, metric.WithUnit("{call}"),
-		metric.WithDescription("Calls waiting for a person's approval."))
+		metric.WithDescription("Approval requests waiting for a person's decision."))
 	if err != nil {
 		return err
 	}

@@ -107,8 +107,10 @@ func (t *Telemetry) ObserveUpstreams(f func() []UpstreamState) {
 }
 
 // ObserveApprovals sets what the sharedos.approvals.waiting gauge reads
-// at each collection: how many calls wait for a person's approval. f
-// must not block. Until it is called the gauge reports 0.
+// at each collection: how many approval requests wait for a person's
+// decision. f runs on the metric reader's goroutine, never a call's; it
+// must not wait for more than a short lock. Until it is called the gauge
+// reports 0.
 func (t *Telemetry) ObserveApprovals(f func() int) {
 	if t != nil {
 		t.approvals.Store(&f)
