@@ -428,7 +428,7 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, named 
 	if effect && !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 		e.Resource, e.Upstream, e.Grants, e.ApprovalID = c.resource, c.upstream, c.decided.grantRefs(), c.approvalID
-		e.ArgumentsSHA256, e.Arguments = c.recorded.digest, c.recorded.full
+		e.ArgumentsDigest, e.Arguments = c.recorded.digest, c.recorded.full
 	})) {
 		return c, auditUnavailable(false)
 	}

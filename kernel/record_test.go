@@ -110,16 +110,16 @@ func TestArgumentsAreRecordedAsTheConfigSays(t *testing.T) {
 				e := eventsNamed(evs, name)[0]
 				switch mode {
 				case config.ArgumentsNone:
-					if e.ArgumentsSHA256 != "" || e.Arguments != nil {
+					if e.ArgumentsDigest != "" || e.Arguments != nil {
 						t.Errorf("%s records arguments: %+v", name, e)
 					}
 				case config.ArgumentsFull:
-					if e.ArgumentsSHA256 != digest || string(e.Arguments) != string(canonical) {
-						t.Errorf("%s: %s, %s; want the digest and %s", name, e.ArgumentsSHA256, e.Arguments, canonical)
+					if e.ArgumentsDigest != digest || string(e.Arguments) != string(canonical) {
+						t.Errorf("%s: %s, %s; want the digest and %s", name, e.ArgumentsDigest, e.Arguments, canonical)
 					}
 				default:
-					if e.ArgumentsSHA256 != digest || e.Arguments != nil {
-						t.Errorf("%s: %s, %s; want the digest %s alone", name, e.ArgumentsSHA256, e.Arguments, digest)
+					if e.ArgumentsDigest != digest || e.Arguments != nil {
+						t.Errorf("%s: %s, %s; want the digest %s alone", name, e.ArgumentsDigest, e.Arguments, digest)
 					}
 				}
 			}

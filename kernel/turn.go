@@ -689,7 +689,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64, tok *runToken
 				if !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 					e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 					e.Resource, e.Requested, e.Grants, e.ApprovalID = c.resource, requestedIfOther(c), c.decided.grantRefs(), c.approvalID
-					e.ArgumentsSHA256, e.Arguments = c.recorded.digest, c.recorded.full
+					e.ArgumentsDigest, e.Arguments = c.recorded.digest, c.recorded.full
 				})) {
 					return auditUnavailable(false).refusal(), false
 				}
@@ -771,7 +771,7 @@ func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, sta
 		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = clip.String(p.CallID, maxCallIDBytes), seq, clip.String(p.Tool, 128), c.resource, requestedIfOther(c), c.action
 		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, clip.String(p.CatalogHash, 128), &d, c.upstream
 		e.Grants, e.Nearest, e.RetryAfterMs, e.ApprovalID, e.Reason = c.decided.grantRefs(), nearest, r.RetryAfterMs, c.approvalID, o.note
-		e.ArgumentsSHA256, e.Arguments = c.recorded.digest, c.recorded.full
+		e.ArgumentsDigest, e.Arguments = c.recorded.digest, c.recorded.full
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}

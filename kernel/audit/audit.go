@@ -146,10 +146,14 @@ type Event struct {
 	RetryAfterMs *int64     `json:"retryAfterMs,omitempty"`
 
 	// A call's arguments (tool.invoked, tool.authorized), as [audit]
-	// arguments says: ArgumentsSHA256 is the SHA-256 (hex) of their
+	// arguments says: ArgumentsDigest is the SHA-256 (hex) of their
 	// canonical JSON (digest and full), Arguments that JSON itself (full,
 	// when it is at most MaxArguments bytes; Write drops a longer one).
-	ArgumentsSHA256 string          `json:"argumentsSha256,omitempty" max:"64"`
+	// The canonical form makes the digest depend on the arguments' value
+	// alone, not on how a client encoded them; an approval's binding
+	// (ArgumentsSHA256, below) is of the very bytes executed, so it has a
+	// name of its own.
+	ArgumentsDigest string          `json:"argumentsDigest,omitempty" max:"64"`
 	Arguments       json.RawMessage `json:"arguments,omitempty"`
 
 	// turn.closed: how many calls the turn made (tools.invoke and
@@ -165,15 +169,15 @@ type Event struct {
 
 	// Approvals: the approval a record is about (tool.approval.*, and a
 	// call's tool.authorized and tool.invoked when it ran, or was
-	// refused, under one), the SHA-256 of the arguments it binds
-	// (ArgumentsSHA256, above), who may
+	// refused, under one), the SHA-256 of the arguments it binds, who may
 	// approve (ask: harness or operator), until when (expires: for a
 	// request, until when it can be decided; for a grant, until when the
 	// approval is good), and who decided (by: harness or operator).
-	ApprovalID string `json:"approvalId,omitempty" max:"64"`
-	Ask        string `json:"ask,omitempty" max:"16"`
-	Expires    string `json:"expires,omitempty" max:"64"`
-	By         string `json:"by,omitempty" max:"16"`
+	ApprovalID      string `json:"approvalId,omitempty" max:"64"`
+	ArgumentsSHA256 string `json:"argumentsSha256,omitempty" max:"64"`
+	Ask             string `json:"ask,omitempty" max:"16"`
+	Expires         string `json:"expires,omitempty" max:"64"`
+	By              string `json:"by,omitempty" max:"16"`
 
 	// audit.segment only.
 	Continues string `json:"continues,omitempty"`
