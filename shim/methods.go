@@ -145,6 +145,7 @@ func (s *server) listLine(id json.RawMessage, modern bool) [][]byte {
 type callParams struct {
 	name string
 	args json.RawMessage
+	own  bool // args are the call's own, handed on to the kernel client without a copy
 }
 
 func parseCallParams(p params) (callParams, bool) {
@@ -170,6 +171,7 @@ func parseCallParams(p params) (callParams, bool) {
 // ready, else once it is (catalogue.go). Its answer is ordered.
 func (s *server) toolsCall(ctx context.Context, req *request) *pending {
 	cp, ok := parseCallParams(req.params)
+	cp.own = req.own
 	if !ok {
 		return s.answer(req, errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: tools/call needs a non-empty string name and, if present, an object of arguments", nil))
 	}
@@ -182,8 +184,11 @@ func (s *server) toolsCall(ctx context.Context, req *request) *pending {
 		case c.failed != nil:
 			s.failWithoutCatalogue(st, req, p, c.failed)
 		default:
-			// The arguments alias the stdin line, which the reader reuses.
-			cp.args = bytes.Clone(cp.args)
+			// The arguments alias the stdin line, which the reader
+			// reuses unless it is the request's own.
+			if !cp.own {
+				cp.args, cp.own = bytes.Clone(cp.args), true
+			}
 			c.waiting = append(c.waiting, waitingRequest{req: req, call: &cp, p: p, readAt: time.Now()})
 			s.startFetch(ctx, st)
 		}
@@ -239,7 +244,7 @@ func (s *server) dispatch(ctx context.Context, st *turnState, req *request, cp c
 		c.timer = time.AfterFunc(timeout, c.expire)
 	}
 	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: cp.args, CatalogHash: s.cat.hash}
-	if err := s.kernel.StartInvokeFunc(ip, c.answered); err != nil && st.decide(p) {
+	if err := s.kernel.StartInvokeFunc(ip, cp.own, c.answered); err != nil && st.decide(p) {
 		c.fail(err)
 	}
 }

@@ -164,7 +164,7 @@ func (s *server) read(ctx context.Context, in io.Reader) error {
 		case err != nil:
 			return err
 		default:
-			p = s.handleLine(ctx, line)
+			p = s.handleLine(ctx, line, r.Long())
 		}
 		if p == nil {
 			continue
