@@ -70,12 +70,21 @@ func AppendEscapedASCII[T ~string | ~[]byte](dst []byte, s T, i int) ([]byte, in
 // and an escape stored as a word, and returns where it stopped in each,
 // or at a byte at or above 0x80. It is a function of its own so that the
 // loop keeps its few values in registers.
+//
+// Its stores are written out, eight byte stores the compiler makes one,
+// rather than calls to a helper or to binary.LittleEndian.PutUint64: the
+// compiler (go1.26) inlines neither into this function when it is
+// instantiated through another generic function of another package
+// (jsonrpc.AppendStringBody), and a call there cost a third of the
+// loop's time. Each slice expression checks that the word lies in d.
 func escapeWords[T ~string | ~[]byte](d []byte, k int, s T, i int) (int, int) {
 	for i+8 <= len(s) && len(d)-k >= 16 {
 		w := s[i : i+8]
 		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
 			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		put64(d[k:k+8], x)
+		o := d[k : k+8 : k+8]
+		o[0], o[1], o[2], o[3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
+		o[4], o[5], o[6], o[7] = byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56)
 		flags := StopNonASCII.flags(x)
 		if flags == 0 {
 			i, k = i+8, k+8
@@ -88,21 +97,12 @@ func escapeWords[T ~string | ~[]byte](d []byte, k int, s T, i int) (int, int) {
 			break
 		}
 		e := escapes[b]
-		put64(d[k:k+8], e)
+		o = d[k : k+8 : k+8]
+		o[0], o[1], o[2], o[3] = byte(e), byte(e>>8), byte(e>>16), byte(e>>24)
+		o[4], o[5], o[6], o[7] = byte(e>>32), byte(e>>40), byte(e>>48), byte(e>>56)
 		i, k = i+1, k+int(e>>56)
 	}
 	return k, i
-}
-
-// put64 stores x in b, little-endian, as one eight-byte store: what
-// binary.LittleEndian.PutUint64 does, which the compiler (go1.26) does not
-// inline into the generic loops above, where a call cost a third of
-// their time. b's length is checked once, here; the caller's slice
-// expression checks that b lies in its buffer.
-func put64(b []byte, x uint64) {
-	_ = b[7]
-	b[0], b[1], b[2], b[3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
-	b[4], b[5], b[6], b[7] = byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56)
 }
 
 // escapes is what AppendEscapedASCII writes for each ASCII byte: its
