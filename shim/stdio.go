@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,12 @@ import (
 //     waking another. It is set before anything else runs: shrinking later
 //     flushes the other P's cached spans, which costs page faults for the
 //     runtime's span lists (ADR 0005).
+//   - The collector runs when the heap has grown a quarter past what it
+//     found live (GOGC 25), not double, unless the user set GOGC: a
+//     payload's bytes hold no pointers, so a collection costs about the
+//     same whatever the payloads, while the default let the heap reach
+//     twice what a large call holds at its peak (its line's pieces and
+//     the line). docs/adr/0029 has what it saves and what it costs.
 //   - A parent-death signal (Linux) and SIGPIPE ignored, so a harness that
 //     dies leaves no shim behind and a closed stdout surfaces as EPIPE.
 //   - connect then dials the kernel and says hello (before stdin is read,
@@ -42,6 +49,9 @@ import (
 // ctx, or stdout is closed; what was in flight is then cancelled.
 func ServeStdio(ctx context.Context, connect func(context.Context) (Config, error), stdin io.Reader, stdout io.Writer) error {
 	runtime.GOMAXPROCS(1)
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	deathErr := setParentDeathSignal()
 	signal.Ignore(syscall.SIGPIPE)
 
@@ -76,6 +86,9 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 	}
 	return err
 }
+
+// gcPercent is serve's GOGC, unless the user set one (see ServeStdio).
+const gcPercent = 25
 
 // watchClosed returns a channel closed when nobody can read f any more: f
 // is a pipe or socket whose reading end has gone. Writing would find that
