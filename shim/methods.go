@@ -320,6 +320,9 @@ func (s *server) renderCall(r *reply, c *relayCall) {
 	if err != nil {
 		res = s.relayFailure(err, c.name, c.callID)
 	}
+	if len(res.Content)+len(res.Output) > payloadSize && s.cfg.OnPayload != nil {
+		s.cfg.OnPayload()
+	}
 	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
 	s.callAnswer(r, c.req, c.tool, res)
 }

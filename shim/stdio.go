@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,12 +22,15 @@ import (
 //     waking another. It is set before anything else runs: shrinking later
 //     flushes the other P's cached spans, which costs page faults for the
 //     runtime's span lists (ADR 0005).
-//   - The collector runs when the heap has grown a quarter past what it
-//     found live (GOGC 25), not double, unless the user set GOGC: a
-//     payload's bytes hold no pointers, so a collection costs about the
-//     same whatever the payloads, while the default let the heap reach
-//     twice what a large call holds at its peak (its line's pieces and
-//     the line). docs/adr/0029 has what it saves and what it costs.
+//   - Once the turn meets a payload (Config.OnPayload), the collector
+//     runs when the heap has grown a quarter past what it found live
+//     (GOGC 25), not double, unless the user set GOGC: a payload's bytes
+//     hold no pointers, so a collection costs about the same whatever
+//     the payloads, while the default let the heap reach twice what a
+//     large call holds at its peak (its line's pieces and the line).
+//     Before that, the default pace spares a small heap the collections
+//     that would slow a first tools/list and grow the runtime's own
+//     memory. docs/adr/0029 has what it saves and what it costs.
 //   - A parent-death signal (Linux) and SIGPIPE ignored, so a harness that
 //     dies leaves no shim behind and a closed stdout surfaces as EPIPE.
 //   - connect then dials the kernel and says hello (before stdin is read,
@@ -49,9 +53,6 @@ import (
 // ctx, or stdout is closed; what was in flight is then cancelled.
 func ServeStdio(ctx context.Context, connect func(context.Context) (Config, error), stdin io.Reader, stdout io.Writer) error {
 	runtime.GOMAXPROCS(1)
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
-	}
 	deathErr := setParentDeathSignal()
 	signal.Ignore(syscall.SIGPIPE)
 
@@ -61,6 +62,9 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 	}
 	if deathErr != nil {
 		cfg.Log.Warn().Err(deathErr).Msg("parent-death signal not set")
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		cfg.OnPayload = sync.OnceFunc(func() { debug.SetGCPercent(gcPercent) })
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -87,7 +91,8 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 	return err
 }
 
-// gcPercent is serve's GOGC, unless the user set one (see ServeStdio).
+// gcPercent is serve's GOGC once a turn meets a payload, unless the user
+// set GOGC (see ServeStdio).
 const gcPercent = 25
 
 // watchClosed returns a channel closed when nobody can read f any more: f
