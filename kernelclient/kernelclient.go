@@ -771,7 +771,7 @@ func (c *Client) sendInvoke(id int64, p kproto.InvokeParams, given bool) error {
 	if err := c.writable(); err != nil {
 		return err
 	}
-	var head [96]byte
+	var head [256]byte // a head of a tool name up to 128 bytes, on the stack
 	h := append(head[:0], `{"jsonrpc":"2.0","id":`...)
 	h = strconv.AppendInt(h, id, 10)
 	h = append(h, `,"method":"`+kproto.MethodInvoke+`","params":`...)
@@ -831,7 +831,7 @@ func decodeInvokeWith(raw []byte, checked bool) (kproto.InvokeResult, error) {
 		var err error
 		switch string(key) {
 		case `"status"`:
-			r.Status, err = jsonrpc.DecodeString(value)
+			r.Status, err = status(value)
 		case `"code"`:
 			r.Code, err = jsonrpc.DecodeString(value)
 		case `"message"`:
@@ -865,6 +865,20 @@ func decodeInvokeWith(raw []byte, checked bool) (kproto.InvokeResult, error) {
 		err = jsonrpc.EachMember(raw, member)
 	}
 	return r, err
+}
+
+// status decodes a result's status: the statuses of the protocol as
+// constants, without a string made for each answer.
+func status(raw []byte) (string, error) {
+	switch string(raw) {
+	case `"` + kproto.StatusSucceeded + `"`:
+		return kproto.StatusSucceeded, nil
+	case `"` + kproto.StatusDenied + `"`:
+		return kproto.StatusDenied, nil
+	case `"` + kproto.StatusFailed + `"`:
+		return kproto.StatusFailed, nil
+	}
+	return jsonrpc.DecodeString(raw)
 }
 
 // decodeMillis reads a count of milliseconds as json.Unmarshal reads it

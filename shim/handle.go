@@ -125,7 +125,7 @@ func (s *server) handleMessage(ctx context.Context, raw []byte, own bool) *pendi
 		return answered(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: id must be a string or a number", nil))
 	}
 	id := bytes.Clone(e.ID)
-	if version, err := jsonrpc.DecodeString(e.JSONRPC); err != nil || version != "2.0" {
+	if string(e.JSONRPC) != `"2.0"` && !isVersion2(e.JSONRPC) {
 		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, `invalid request: jsonrpc must be "2.0"`, nil))
 	}
 	if e.Method == nil {
@@ -134,7 +134,7 @@ func (s *server) handleMessage(ctx context.Context, raw []byte, own bool) *pendi
 		}
 		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
 	}
-	method, err := jsonrpc.DecodeString(e.Method)
+	method, err := methodName(e.Method)
 	if err != nil || method == "" {
 		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: method must be a non-empty string", nil))
 	}
@@ -192,6 +192,25 @@ func (s *server) handleMessage(ctx context.Context, raw []byte, own bool) *pendi
 	// answer that keeps req until it is written.
 	req.params = params{}
 	return p
+}
+
+// isVersion2 reports whether raw, a JSON value other than "2.0" as
+// written, is that string written with escapes.
+func isVersion2(raw []byte) bool {
+	version, err := jsonrpc.DecodeString(raw)
+	return err == nil && version == "2.0"
+}
+
+// methodName decodes a request's method: the methods a harness sends on
+// every call as constants, without a string made for each.
+func methodName(raw []byte) (string, error) {
+	switch string(raw) {
+	case `"tools/call"`:
+		return "tools/call", nil
+	case `"notifications/cancelled"`:
+		return "notifications/cancelled", nil
+	}
+	return jsonrpc.DecodeString(raw)
 }
 
 // meta is what the shim reads from a request's params._meta (values as
