@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help build install test test-short lint fuzz bench bench-relay demo snapshot golden conformance conformance-mcp
+.PHONY: help build install test test-short lint fuzz bench bench-relay bench-remote demo snapshot golden conformance conformance-mcp
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -44,9 +44,13 @@ bench: ## run the go test benchmarks (hot paths: framing, catalogue hashing, one
 bench-relay: ## measure serve against its floors (echo, direct, a minimal relay) and the Go and TypeScript SDK relays; rewrites BENCHMARKS.md (manual, never in CI)
 	npm ci --prefix bench/node --no-audit --no-fund
 	go run ./bench/cmd/benchrelay -markdown > BENCHMARKS.md.tmp
+	sed -n '/^<!-- benchremote:begin -->$$/,/^<!-- benchremote:end -->$$/p' BENCHMARKS.md | sed '1s/^/\n/' >> BENCHMARKS.md.tmp
 	mv BENCHMARKS.md.tmp BENCHMARKS.md
 
-demo: ## build, start the reference kernel on its embedded default, run a scripted session through the shim
+bench-remote: ## measure a brokered remote call against a direct one and ToolHive's thv proxy (THV=path/to/thv, optional); rewrites its section of BENCHMARKS.md (manual, never in CI)
+	go run ./bench/cmd/benchremote -thv "$(THV)" -update BENCHMARKS.md
+
+demo: ## build; show what the example grants allow (kernel check); run the kernel under them on a copy of the demo tree, a scripted Claude Code session through serve, then its audit record and audit verify
 	go run ./scripts/demo
 
 snapshot: ## build the release archives into dist/ without publishing

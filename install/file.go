@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Change is one planned edit of a config file: what it holds now and what
@@ -24,16 +25,25 @@ type Change struct {
 
 // Changed reports whether applying the change would alter the file.
 func (c Change) Changed() bool {
-	return !bytes.Equal(c.Before, c.After)
+	return !bytes.Equal(c.Before, c.After) || c.Removes()
+}
+
+// Removes reports whether applying the change removes the file: an
+// uninstall that leaves nothing in a file install created.
+func (c Change) Removes() bool {
+	return c.Existed && c.After == nil
 }
 
 // Diff returns the change as a unified-style line diff.
 func (c Change) Diff() string {
-	from := c.Path
+	from, to := c.Path, c.Path
 	if !c.Existed {
 		from = "/dev/null"
 	}
-	return Diff(from, c.Path, c.Before, c.After)
+	if c.Removes() {
+		to = "/dev/null"
+	}
+	return Diff(from, to, c.Before, c.After)
 }
 
 // PlanInstall reads the harness's file for scope and returns the edit that
@@ -48,6 +58,9 @@ func PlanInstall(h Harness, scope Scope, env Env, e Entry, opts Options) (Change
 	c.After, c.ScriptMode, err = h.RenderInstall(c.Before, e, opts)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	if !c.Existed && h.createdNote != "" {
+		c.After = append([]byte(h.createdNote), c.After...)
 	}
 	return c, nil
 }
@@ -66,6 +79,13 @@ func PlanUninstall(h Harness, scope Scope, env Env) (Change, error) {
 	c.After, err = h.Remove(c.Before)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	if h.createdNote != "" && c.Changed() && string(bytes.TrimSpace(c.After)) == strings.TrimSpace(h.createdNote) {
+		// A file install made and nothing else uses: it goes, unless it
+		// is a link someone put there.
+		if fi, err := os.Lstat(c.Path); err == nil && fi.Mode().IsRegular() {
+			c.After = nil
+		}
 	}
 	return c, nil
 }
@@ -181,7 +201,8 @@ var ErrConcurrentEdit = errors.New("file changed while it was being edited")
 // Apply writes c.After to c.Path atomically: a temporary file in the same
 // directory, synced, then renamed over the original, which keeps its
 // permissions (a new file is 0600, in directories created 0700). A
-// symlinked file is written through to its target. If the file no longer
+// symlinked file is written through to its target. A change that Removes
+// the file removes it (the target, for a symlink). If the file no longer
 // holds c.Before, nothing is written and the error is ErrConcurrentEdit.
 // Apply on an unchanged plan does nothing.
 func (c Change) Apply() error {
@@ -210,6 +231,12 @@ func (c Change) Apply() error {
 			return fmt.Errorf("stat %s: %w", c.Path, err)
 		}
 		mode = fi.Mode().Perm()
+	}
+	if c.Removes() {
+		if err := os.Remove(target); err != nil {
+			return fmt.Errorf("remove %s: %w", c.Path, err)
+		}
+		return nil
 	}
 	dir := filepath.Dir(target)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -180,6 +180,11 @@ type Harness struct {
 	// scriptMode: the harness can run model-written code outside any
 	// MCP server, switched by settings.scriptMode (see scriptmode.go).
 	scriptMode bool
+	// createdNote, for a format with comments, is the line install puts
+	// first in a file it creates, so that uninstall can tell that file
+	// from one the user made: it removes the file when nothing else is
+	// left in it.
+	createdNote string
 	// entry is the name of the entry Render, Remove and Find edit: ""
 	// is ServerName (see Named).
 	entry string
@@ -274,7 +279,8 @@ var harnesses = []Harness{
 	{
 		ID: "codex", Title: "Codex", Verify: "codex mcp list",
 		userPath: varOrHome("CODEX_HOME", ".codex", "config.toml"), projectPath: filepath.Join(".codex", "config.toml"),
-		format: codexFormat{},
+		format:      codexFormat{},
+		createdNote: "# Created by 'sharedos-mcp install codex'; 'sharedos-mcp uninstall codex' removes this file while nothing else is in it.\n",
 	},
 	{
 		ID: "gemini", Title: "Gemini CLI", Verify: "gemini mcp list", aka: []string{"gemini-cli"},
@@ -333,19 +339,46 @@ func Lookup(id string) (Harness, bool) {
 }
 
 // UnknownHarnessError is an id Lookup does not know. Suggestion is the
-// harness it most likely means, "" when none is close.
-type UnknownHarnessError struct{ ID, Suggestion string }
+// harness it most likely means, "" when none is close; Unsupported is the
+// name of a known MCP client install does not configure, which the id
+// names (then there is no Suggestion).
+type UnknownHarnessError struct{ ID, Suggestion, Unsupported string }
 
 func (e *UnknownHarnessError) Error() string {
+	if e.Unsupported != "" {
+		return fmt.Sprintf("%s (%s) is not supported", e.Unsupported, e.ID)
+	}
 	return fmt.Sprintf("unknown harness %q", e.ID)
+}
+
+// unsupported are MCP clients people ask install for that it does not
+// configure, by name, with the ids people try for them (compared without
+// case or separators): their ids are closer to a supported harness's
+// (claude-desktop to claude-code) than their meaning is.
+var unsupported = []struct {
+	name string
+	ids  []string
+}{
+	{"Claude Desktop", []string{"claudedesktop", "claudeapp"}},
+}
+
+// bareID is an id without case or separators.
+func bareID(id string) string {
+	return strings.ToLower(strings.NewReplacer("-", "", "_", "", " ", "", ".", "").Replace(id))
 }
 
 // LookupOrSuggest is Lookup that explains a miss: the error is an
 // *UnknownHarnessError naming the nearest harness (claude for
-// claude-code, gemini-cli for gemini).
+// claude-code, gemini-cli for gemini), or saying that a known client is
+// not supported.
 func LookupOrSuggest(id string) (Harness, error) {
 	if h, ok := Lookup(id); ok {
 		return h, nil
+	}
+	for _, u := range unsupported {
+		if slices.Contains(u.ids, bareID(id)) {
+			return Harness{}, &UnknownHarnessError{ID: id, Unsupported: u.name}
+		}
 	}
 	cs := make([]nearest.Candidate, len(harnesses))
 	for i, h := range harnesses {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -34,8 +35,9 @@ const resultEnvelope = 64 << 10
 // and the manager that runs it. Each upstream has a manager of its own,
 // so a reload can stop, start or restart one without touching the rest.
 type broker struct {
-	spec upstream.Spec
-	m    *upstream.Manager
+	spec    upstream.Spec
+	m       *upstream.Manager
+	secrets *secret.Set // the set it was started with
 }
 
 // brokerSet is the upstreams a kernel runs at one moment, by name. It is
@@ -129,7 +131,7 @@ func (s *Server) SetUpstreams(specs []upstream.Spec) error {
 	for _, name := range slices.Clone(cur.names) {
 		old := cur.byName[name]
 		sp, keep := want[name]
-		if keep && reflect.DeepEqual(sp, old.spec) {
+		if keep && reflect.DeepEqual(sp, old.spec) && sameSecretValues(&sp, old.secrets, s.CurrentSecrets()) {
 			continue
 		}
 		if !keep {
@@ -202,6 +204,7 @@ func (s *Server) startBroker(sp upstream.Spec) (*broker, error) {
 	if s.StateDir == "" {
 		return nil, errors.New("start upstreams: no state directory")
 	}
+	set := s.CurrentSecrets()
 	m, err := upstream.Start([]upstream.Spec{sp}, upstream.Options{
 		StateDir:       s.StateDir,
 		Log:            s.Log,
@@ -209,11 +212,13 @@ func (s *Server) startBroker(sp upstream.Spec) (*broker, error) {
 		RecordApproval: s.recordApproval,
 		MaxResultBytes: s.brokeredResultBound(),
 		Version:        s.Version,
+		Secrets:        set,
+		Redactor:       s.Redactor,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", sp.Name, err)
 	}
-	return &broker{spec: sp, m: m}, nil
+	return &broker{spec: sp, m: m, secrets: set}, nil
 }
 
 // closeBrokers stops every upstream and everything they spawned, and

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
+	"github.com/sharedos/sharedos-mcp/internal/testoauth"
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/policy"
@@ -42,12 +43,31 @@ func BenchmarkBrokeredCallNPM(b *testing.B) {
 	benchBrokered(b, []string{"node", testupstream.NPMServer(b, "server-everything")}, "echo", `{"message":"a short line of text, as most tool arguments are"}`)
 }
 
+// BenchmarkBrokeredRemoteCall is BenchmarkBrokeredCall with a remote
+// upstream: the Go SDK's Streamable HTTP server on loopback (in this
+// process), reached directly by an SDK client and through the kernel's
+// remote transport.
+func BenchmarkBrokeredRemoteCall(b *testing.B) {
+	srv := testoauth.NewMCPServer(b, testoauth.MCPOptions{})
+	benchBrokeredVia(b, func() mcp.Transport { return &mcp.StreamableClientTransport{Endpoint: srv.URL} },
+		fmt.Sprintf("url = %q\n", srv.URL), "echo", `{"text":"a short line of text, as most tool arguments are"}`)
+}
+
 func benchBrokered(b *testing.B, command []string, tool, args string) {
-	b.Run("direct", func(b *testing.B) {
+	benchBrokeredVia(b, func() mcp.Transport {
 		cmd := exec.Command(command[0], command[1:]...)
 		cmd.Env = []string{"GORACE=atexit_sleep_ms=0", "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+		return &mcp.CommandTransport{Command: cmd}
+	}, fmt.Sprintf("command = %s\nenv = { GORACE = \"atexit_sleep_ms=0\" }\n", tomlArray(command)), tool, args)
+}
+
+// benchBrokeredVia times a call of tool made directly over the transport
+// direct makes, and through a turn of the kernel brokering the upstream
+// whose [[upstream]] keys (besides name and tools) are how.
+func benchBrokeredVia(b *testing.B, direct func() mcp.Transport, how, tool, args string) {
+	b.Run("direct", func(b *testing.B) {
 		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-		cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		cs, err := client.Connect(context.Background(), direct(), &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -80,8 +100,8 @@ func benchBrokered(b *testing.B, command []string, tool, args string) {
 		events := newEventLog()
 		srv := &Server{
 			Audit: audit, Log: zerolog.Nop(), StateDir: filepath.Join(base, "state"), upstreamEvents: events.add,
-			Upstreams: upstreamSpecs(b, fmt.Sprintf("[[upstream]]\nname = \"test\"\ncommand = %s\nenv = { GORACE = \"atexit_sleep_ms=0\" }\n"+
-				"[[upstream.tool]]\nname = %q\naction = \"read\"\nresource = \"/echo\"\n", tomlArray(command), tool)),
+			Upstreams: upstreamSpecs(b, fmt.Sprintf("[[upstream]]\nname = \"test\"\n%s"+
+				"[[upstream.tool]]\nname = %q\naction = \"read\"\nresource = \"/echo\"\n", how, tool)),
 			Grants: []policy.Grant{{Subject: policy.SubjectWildcard, Resource: r, Actions: []string{"read"}}},
 		}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -76,7 +76,14 @@ func upstreamState(st upstream.Status, snap *upstream.Snapshot) status.Upstream 
 	u := status.Upstream{
 		Name: st.Name, State: string(st.State), Reason: st.Reason, Since: st.Since.UTC(), PID: st.PID,
 		Server: st.Server, Restarts: st.Restarts, Stderr: st.Stderr,
+		Transport: st.Transport, URL: st.URL,
 		Published: []status.Published{}, Withheld: []status.Withheld{},
+	}
+	if a := st.Auth; a != nil {
+		u.Auth = &status.Auth{Method: a.Method, LoggedIn: a.LoggedIn, CanRefresh: a.CanRefresh, Required: a.Required}
+		if !a.Expiry.IsZero() {
+			u.Auth.Expiry = a.Expiry.UTC()
+		}
 	}
 	if !st.Retry.IsZero() {
 		u.Retry = st.Retry.UTC()

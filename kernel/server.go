@@ -32,6 +32,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/files"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -76,6 +77,18 @@ type Server struct {
 	// with to tell what takes a restart.
 	Config config.Config
 
+	// Secrets are the values of Config's [[secret]] tables, loaded
+	// before Serve (secret.Load); SetSecrets replaces them on a reload.
+	// nil holds none.
+	Secrets *secret.Set
+	// Redactor keeps every secret and OAuth token out of what the kernel
+	// writes: it is given the secrets and the upstreams' tokens, and the
+	// upstreams' failures, states and credential-holding results, and so
+	// the audit log and the status file, go through it (the command wraps
+	// the kernel's log in it too). It must already hold Secrets. nil
+	// redacts nothing.
+	Redactor *secret.Redactor
+
 	// Now is the clock grants are checked against; nil means time.Now.
 	Now func() time.Time
 	// PeerCred reads a connection's peer credentials; nil means
@@ -85,7 +98,8 @@ type Server struct {
 	files   *files.Root
 	tools   []*tool // nil means registry(); tests in this package add their own
 	brokers brokerState
-	budgets *budgets // the grants' limits, set by Serve
+	secrets atomic.Pointer[secret.Set] // set by SetSecrets; nil means Secrets
+	budgets *budgets                   // the grants' limits, set by Serve
 	// sink is where events go; nil means Audit. Tests make it fail.
 	sink auditSink
 
@@ -155,7 +169,10 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 			return err
 		}
 		defer root.Close()
+		s.mu.Lock()
 		s.files = root
+		s.mu.Unlock()
+		s.updatePrivate()
 	}
 	if s.tools == nil {
 		s.tools = registry()

@@ -2,12 +2,14 @@
 # scripts/test.sh FLAGS...: go test FLAGS over the module, for make test and
 # make test-short. It says what it is doing before anything is built,
 # passes go test's output through as it comes (a package's line when its
-# tests finish), says every 30 seconds of silence how far it is, and ends
+# tests finish, in go list's order), says every 30 seconds of silence how
+# far it is and which package it waits for, and ends
 # with one line: that every package passed, or which failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-total=$(go list ./... | wc -l)
+mapfile -t pkgs < <(go list ./...)
+total=${#pkgs[@]}
 echo "go test $* ./... : $total packages. Each package's line appears when its tests finish;"
 echo "on a cold cache the test binaries build first, which takes a few minutes on two cores."
 
@@ -29,7 +31,7 @@ while :; do
 		esac
 	elif (($? > 128)); then
 		partial+=$line
-		echo "… $done of $total packages done after $((SECONDS - start))s; building and running the rest"
+		echo "… $done of $total packages done after $((SECONDS - start))s; waiting for ${pkgs[done]#github.com/sharedos/sharedos-mcp/} (the rest build and run meanwhile)"
 	else
 		[ -n "$partial$line" ] && printf '%s\n' "$partial$line"
 		break

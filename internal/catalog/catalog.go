@@ -5,6 +5,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -31,6 +32,9 @@ type View struct {
 	// config and the status it reports.
 	Brokered []Brokered `json:"brokered,omitempty"`
 	Withheld []Withheld `json:"withheld,omitempty"`
+	// Upstreams are the remote upstreams, from the status the kernel
+	// reports.
+	Upstreams []Upstream `json:"upstreams,omitempty"`
 	// Note says what the brokered view could not learn (no config, no
 	// status from the kernel).
 	Note string `json:"note,omitempty"`
@@ -54,14 +58,27 @@ type Withheld struct {
 	Fix     string   `json:"fix,omitempty"`
 }
 
-// Tool is one tool of the catalogue with each harness's name for it.
+// Tool is one tool of the catalogue with each harness's name for it. Its
+// JSON holds the tool as serve publishes it (name, description, schemas,
+// annotations), so that 'hash' recomputes the catalogHash from the --json
+// document.
 type Tool struct {
-	Name        string           `json:"name"`
-	Description string           `json:"description"`
-	Namespace   string           `json:"namespace"`
-	Source      string           `json:"source"`
-	ReadOnly    bool             `json:"readOnly"`
-	Aliases     map[string]Alias `json:"aliases"`
+	Name         string           `json:"name"`
+	Description  string           `json:"description"`
+	InputSchema  json.RawMessage  `json:"inputSchema"`
+	OutputSchema json.RawMessage  `json:"outputSchema,omitempty"`
+	Annotations  Annotations      `json:"annotations"`
+	Namespace    string           `json:"namespace"`
+	Source       string           `json:"source"`
+	ReadOnly     bool             `json:"readOnly"`
+	Aliases      map[string]Alias `json:"aliases"`
+}
+
+// Annotations are a tool's behavioural hints as serve publishes them.
+type Annotations struct {
+	ReadOnlyHint    bool  `json:"readOnlyHint"`
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool `json:"idempotentHint,omitempty"`
 }
 
 // Alias is the name one harness shows its model for a tool, and what it
@@ -86,8 +103,9 @@ func New(integration string, hello kproto.HelloResult, hash string, tools []hash
 	for i, t := range tools {
 		names[i] = t.Name
 		v.Tools[i] = Tool{
-			Name: t.Name, Description: t.Description, Namespace: t.Namespace, Source: t.Source,
-			ReadOnly: t.ReadOnlyHint, Aliases: map[string]Alias{},
+			Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+			Annotations: Annotations{ReadOnlyHint: t.ReadOnlyHint, DestructiveHint: t.DestructiveHint, IdempotentHint: t.IdempotentHint},
+			Namespace:   t.Namespace, Source: t.Source, ReadOnly: t.ReadOnlyHint, Aliases: map[string]Alias{},
 		}
 	}
 	for _, h := range harnesses {
@@ -166,7 +184,11 @@ func (v *View) Print(out io.Writer) error {
 		return err
 	}
 	if len(notes) > 0 {
-		fmt.Fprintf(out, "\n%d aliases need a look:\n", len(notes))
+		if len(notes) == 1 {
+			fmt.Fprintln(out, "\n1 alias needs a look:")
+		} else {
+			fmt.Fprintf(out, "\n%d aliases need a look:\n", len(notes))
+		}
 		for _, n := range notes {
 			fmt.Fprintf(out, "  %s\n", n)
 		}
@@ -176,6 +198,9 @@ func (v *View) Print(out io.Writer) error {
 
 // printBrokered writes the brokered tools' table and the withheld ones.
 func (v *View) printBrokered(out io.Writer) error {
+	if err := v.printUpstreams(out); err != nil {
+		return err
+	}
 	if len(v.Brokered) > 0 {
 		fmt.Fprintln(out)
 		w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"strings"
-
-	"github.com/rs/zerolog"
 )
 
 // IO is a subcommand's view of the process's standard streams. Tests swap
@@ -47,8 +47,7 @@ func Usagef(hint, format string, args ...any) error {
 // Report writes err to w as the one user-facing line (and its hint) and
 // returns the exit code the process should use.
 func Report(w io.Writer, prog string, err error) int {
-	code := 1
-	var hint string
+	code, hint := 1, ""
 	var ue *UsageError
 	var he *Error
 	switch {
@@ -57,42 +56,79 @@ func Report(w io.Writer, prog string, err error) int {
 	case errors.As(err, &he):
 		hint = he.Hint
 	}
-	fmt.Fprintf(w, "%s: error: %s\n", prog, oneLine(err.Error()))
+	var r *reported
+	if errors.As(err, &r) {
+		return code
+	}
+	for _, p := range Problems(err) {
+		fmt.Fprintf(w, "%s: error: %s\n", prog, p)
+	}
 	if hint != "" {
 		fmt.Fprintf(w, "hint: %s\n", oneLine(hint))
 	}
 	return code
 }
 
+// Problems is err as the lines a user reads: one per problem when err
+// reports several (a config file with three mistakes, say, found in one
+// reading), else err's message on one line; in Words either way.
+func Problems(err error) []string {
+	var ps interface{ Problems() []error }
+	if errors.As(err, &ps) {
+		if list := ps.Problems(); len(list) > 1 {
+			lines := make([]string, len(list))
+			for i, p := range list {
+				lines[i] = oneLine(Words(p))
+			}
+			return lines
+		}
+	}
+	return []string{oneLine(Words(err))}
+}
+
+// Words is err's message without the system calls that failed, which
+// mean nothing to the person reading it: a *fs.PathError's
+// "lstat /a/b: permission denied" reads "/a/b: permission denied", a
+// *net.OpError's "dial unix /s: connect: connection refused" reads
+// "/s: connection refused", and a path said twice in a row is said once.
+func Words(err error) string {
+	msg := err.Error()
+	var walk func(error)
+	walk = func(e error) {
+		switch e := e.(type) {
+		case nil:
+			return
+		case *fs.PathError:
+			msg = strings.ReplaceAll(msg, e.Error(), e.Path+": "+e.Err.Error())
+			msg = strings.ReplaceAll(msg, e.Path+": "+e.Path+": ", e.Path+": ")
+		case *net.OpError:
+			if e.Addr != nil {
+				inner := e.Err.Error()
+				var se *os.SyscallError
+				if errors.As(e.Err, &se) {
+					inner = se.Err.Error()
+				}
+				a := e.Addr.String()
+				msg = strings.ReplaceAll(msg, e.Error(), a+": "+inner)
+				msg = strings.ReplaceAll(msg, a+": "+a+": ", a+": ")
+			}
+		case *os.SyscallError:
+			msg = strings.ReplaceAll(msg, e.Error(), e.Err.Error())
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return msg
+}
+
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-// LogOptions are the logging flags serve and kernel share.
-type LogOptions struct {
-	Level string // zerolog level name; "" means info
-	File  string // "" means stderr
-}
-
-// NewLogger returns a logger writing JSON lines to opts.File (created 0600)
-// or to stderr. The returned close function must be called on exit.
-func NewLogger(opts LogOptions, stderr io.Writer) (zerolog.Logger, func() error, error) {
-	level := zerolog.InfoLevel
-	if opts.Level != "" {
-		l, err := zerolog.ParseLevel(opts.Level)
-		if err != nil || opts.Level != l.String() {
-			return zerolog.Nop(), nil, Usagef("use one of trace, debug, info, warn, error, disabled", "unknown log level %q", opts.Level)
-		}
-		level = l
-	}
-	w, closeFn := stderr, func() error { return nil }
-	if opts.File != "" {
-		f, err := os.OpenFile(opts.File, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			return zerolog.Nop(), nil, Hintf(fmt.Errorf("open log file: %w", err), "pick a --log-file in a directory you can write")
-		}
-		w, closeFn = f, f.Close
-	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger(), closeFn, nil
-}
 
 // Warn writes a warning: something the user should fix, though the
 // command went on. It has the shape of Report's error lines.
@@ -101,4 +137,13 @@ func Warn(w io.Writer, prog, msg, hint string) {
 	if hint != "" {
 		fmt.Fprintf(w, "hint: %s\n", oneLine(hint))
 	}
+}
+
+// Count is n with the noun that agrees with it: "1 problem", "2
+// problems".
+func Count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -65,7 +65,15 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	if *since > 0 {
 		filter.Since = time.Now().Add(-*since)
 	}
-	p := &auditPrinter{w: stdio.Out, json: *asJSON}
+	p := &auditPrinter{w: stdio.Out, json: *asJSON, follow: *follow}
+	if *follow && !*asJSON {
+		// The table's columns are sized on the events so far; the
+		// follower then writes each row as it comes.
+		if f, err := os.Open(path); err == nil {
+			_, _ = audit.Read(f, filter, p.measure)
+			f.Close()
+		}
+	}
 	print := p.print
 	var order *audit.CallOrder
 	if !*asJSON {
@@ -79,11 +87,22 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	if err == nil && order != nil {
 		err = order.Flush()
 	}
+	if err == nil {
+		err = p.flush()
+	}
+	var pe *iofs.PathError
+	if errors.As(err, &pe) {
+		return cli.Hintf(err, "pass --file the kernel's --audit path, a file you can read")
+	}
 	if err != nil {
 		return err
 	}
 	if skipped > 0 {
-		fmt.Fprintf(stdio.Err, "%s: skipped %d line(s) of %s that are not events (a crash cut them short; the kernel set them aside)\n", prog, skipped, path)
+		if skipped == 1 {
+			fmt.Fprintf(stdio.Err, "%s: skipped 1 line of %s that is not an event (a crash cut it short; the kernel set it aside)\n", prog, path)
+		} else {
+			fmt.Fprintf(stdio.Err, "%s: skipped %d lines of %s that are not events (a crash cut them short; the kernel set them aside)\n", prog, skipped, path)
+		}
 	}
 	if p.count() == 0 && !*follow {
 		// On stderr, so that --json's stdout stays nothing but events.
@@ -144,16 +163,20 @@ func runAuditVerify(stdio cli.IO, args []string) error {
 	case err != nil:
 		return fmt.Errorf("audit verify: %w", err)
 	}
-	fmt.Fprintf(stdio.Out, "ok %s: %d events in an unbroken chain", path, v.Events)
+	fmt.Fprintf(stdio.Out, "ok %s: %s in an unbroken chain", path, cli.Count(v.Events, "event", "events"))
 	if v.Segments > 0 {
-		fmt.Fprintf(stdio.Out, " (%d segment(s): repairs or rotations, each recorded)", v.Segments)
+		fmt.Fprintf(stdio.Out, " (%s: repairs or rotations, each recorded)", cli.Count(v.Segments, "segment", "segments"))
 	}
 	fmt.Fprintln(stdio.Out)
 	if v.Unchained > 0 {
-		fmt.Fprintf(stdio.Out, "note: the first %d event(s) were written before the chain existed and are not covered by it\n", v.Unchained)
+		if v.Unchained == 1 {
+			fmt.Fprintln(stdio.Out, "note: the first event was written before the chain existed and is not covered by it")
+		} else {
+			fmt.Fprintf(stdio.Out, "note: the first %d events were written before the chain existed and are not covered by it\n", v.Unchained)
+		}
 	}
 	if v.TornTail > 0 {
-		fmt.Fprintf(stdio.Out, "note: the last %d byte(s) are a line a crash cut short; the kernel sets them aside when it next opens the log\n", v.TornTail)
+		fmt.Fprintf(stdio.Out, "note: the last %s a line a crash cut short; the kernel sets it aside when it next opens the log\n", cli.Count(int(v.TornTail), "byte is", "bytes are"))
 	}
 	if v.Continues != "" {
 		fmt.Fprintf(stdio.Out, "continues %s (the head of the file it was rotated from)\n", v.Continues)
@@ -181,7 +204,7 @@ func auditOpenError(path string, err error) error {
 	if errors.Is(err, iofs.ErrNotExist) {
 		return cli.Hintf(fmt.Errorf("no audit log at %s", path), "run the kernel first, or pass --file with the kernel's --audit path")
 	}
-	return fmt.Errorf("open audit log: %w", err)
+	return cli.Hintf(fmt.Errorf("open audit log: %w", err), "pass --file the kernel's --audit path, a file you can read")
 }
 
 // stringsFlag collects a repeatable flag.

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
@@ -16,11 +16,14 @@ import (
 // How the audit command shows the record on a terminal: the log itself,
 // and how it is read, are kernel/audit's.
 
-// auditPrinter writes events one at a time, as they are read, so that a
-// follower shows each event when it happens: with JSON one JSON object
-// per line, otherwise a table whose columns have fixed widths (they
-// cannot be measured ahead of events that have not happened yet), with
-// each call's turn (executionId) and its place in the turn (seq).
+// auditPrinter writes events: with JSON one JSON object per line, as
+// each is read; otherwise a table with each call's turn (executionId)
+// and its place in the turn (seq), whose columns are as wide as what
+// they hold. The table of a log read to its end is written at flush,
+// sized to all its rows; a follower writes each row as it happens, in
+// widths measured on the events before it started (measure), and a
+// longer value later pushes the rest of its row right rather than being
+// cut.
 //
 // With JSON each line is the stored line byte for byte, so it hashes to
 // the next line's prev, as long as it is terminal-safe, which every line
@@ -29,48 +32,97 @@ import (
 // overrides) rewritten as \u escapes: the same JSON value, harmless on a
 // terminal, no longer the stored bytes.
 type auditPrinter struct {
-	w    io.Writer
-	json bool
+	w      io.Writer
+	json   bool
+	follow bool
 
+	widths [len(auditHeader)]int
+	rows   [][len(auditHeader)]string
 	events int
 	buf    []byte
 }
 
-// print writes one event, and before the first row of a table its header.
+// auditHeader names the table's columns; SEQ is right-aligned.
+var auditHeader = [...]string{"TIME", "EXECUTION", "SEQ", "INTEGRATION", "EVENT", "TOOL", "RESOURCE", "STATUS"}
+
+const seqColumn = 2
+
+// print writes one event, or keeps its row for flush.
 func (p *auditPrinter) print(e audit.Event, line []byte) error {
+	p.events++
 	if p.json {
 		p.buf = append(audit.AppendTerminalSafe(p.buf[:0], line), '\n')
-	} else {
-		p.buf = p.buf[:0]
-		if p.events == 0 {
-			p.buf = appendRow(p.buf, "TIME", "EXECUTION", "SEQ", "INTEGRATION", "EVENT", "TOOL", "RESOURCE", "STATUS")
-		}
-		seq := "-"
-		if e.Seq > 0 {
-			seq = strconv.FormatInt(e.Seq, 10)
-		}
-		p.buf = appendRow(p.buf, cell(shortTime(e.Time)), cell(e.ExecutionID), seq, cell(e.Integration),
-			cell(e.Event), cell(e.Tool), cell(e.Resource), cell(statusCell(e)))
+		_, err := p.w.Write(p.buf)
+		return err
 	}
-	p.events++
+	row := auditRow(e)
+	if !p.follow {
+		p.rows = append(p.rows, row)
+		return nil
+	}
+	p.buf = p.buf[:0]
+	if p.events == 1 {
+		p.fit(auditHeader)
+		p.buf = p.appendRow(p.buf, auditHeader)
+	}
+	p.buf = p.appendRow(p.buf, row)
 	_, err := p.w.Write(p.buf)
 	return err
 }
 
-// count is how many events print has written.
+// measure widens the columns for e's row, as audit.Read's callback.
+func (p *auditPrinter) measure(e audit.Event, _ []byte) error {
+	p.fit(auditRow(e))
+	return nil
+}
+
+// flush writes the table of the rows print kept, each column as wide as
+// its widest cell.
+func (p *auditPrinter) flush() error {
+	if len(p.rows) == 0 {
+		return nil
+	}
+	p.fit(auditHeader)
+	for _, r := range p.rows {
+		p.fit(r)
+	}
+	b := p.appendRow(p.buf[:0], auditHeader)
+	for _, r := range p.rows {
+		b = p.appendRow(b, r)
+	}
+	p.rows = nil
+	_, err := p.w.Write(b)
+	return err
+}
+
+// count is how many events print has been given.
 func (p *auditPrinter) count() int { return p.events }
 
-// auditColumns are the table's column widths; a longer value pushes the
-// rest of its row right rather than being cut.
-var auditColumns = [...]int{20, 20, 4, 14, 19, 16, 28, 0}
+// fit widens the columns to row's cells.
+func (p *auditPrinter) fit(row [len(auditHeader)]string) {
+	for i, c := range row {
+		p.widths[i] = max(p.widths[i], utf8.RuneCountInString(c))
+	}
+}
 
-func appendRow(b []byte, cells ...string) []byte {
+// auditRow is an event's cells.
+func auditRow(e audit.Event) [len(auditHeader)]string {
+	seq := "-"
+	if e.Seq > 0 {
+		seq = strconv.FormatInt(e.Seq, 10)
+	}
+	return [...]string{cell(shortTime(e.Time)), cell(e.ExecutionID), seq, cell(e.Integration),
+		cell(e.Event), cell(e.Tool), cell(e.Resource), cell(statusCell(e))}
+}
+
+func (p *auditPrinter) appendRow(b []byte, cells [len(auditHeader)]string) []byte {
 	for i, c := range cells {
 		if i > 0 {
 			b = append(b, "  "...)
 		}
-		if i == 2 { // seq: right-aligned
-			for n := utf8.RuneCountInString(c); n < auditColumns[i]; n++ {
+		pad := p.widths[i] - utf8.RuneCountInString(c)
+		if i == seqColumn {
+			for ; pad > 0; pad-- {
 				b = append(b, ' ')
 			}
 			b = append(b, c...)
@@ -78,7 +130,7 @@ func appendRow(b []byte, cells ...string) []byte {
 		}
 		b = append(b, c...)
 		if i < len(cells)-1 {
-			for n := utf8.RuneCountInString(c); n < auditColumns[i]; n++ {
+			for ; pad > 0; pad-- {
 				b = append(b, ' ')
 			}
 		}
@@ -100,7 +152,7 @@ func statusCell(e audit.Event) string {
 		return strings.TrimSpace(e.Status + " " + e.Code)
 	case audit.EventCatalogListed:
 		if e.Count != nil {
-			return strconv.Itoa(*e.Count) + " tools"
+			return cli.Count(*e.Count, "tool", "tools")
 		}
 	case audit.EventTurnRefused, audit.EventTurnEscalated:
 		return e.Reason
@@ -113,7 +165,7 @@ func statusCell(e audit.Event) string {
 		return "changed: " + strings.Join(e.Changed, ", ")
 	case audit.EventSegment:
 		if e.Reason == audit.SegmentTornTail {
-			return fmt.Sprintf("%s: %d line(s) set aside", e.Reason, e.TornLines)
+			return e.Reason + ": " + cli.Count(e.TornLines, "line", "lines") + " set aside"
 		}
 		return e.Reason
 	}

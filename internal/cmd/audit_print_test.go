@@ -80,3 +80,28 @@ func TestAuditJSONIsTerminalSafe(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditFollowSizesItsColumnsOnTheEventsBefore: a follower writes
+// each row as it comes, in the widths of the events already in the log,
+// and a longer value later pushes its row right rather than being cut.
+func TestAuditFollowSizesItsColumnsOnTheEventsBefore(t *testing.T) {
+	var out bytes.Buffer
+	p := &auditPrinter{w: &out, follow: true}
+	ev := func(tool, resource string) audit.Event {
+		return audit.Event{Time: "2026-06-01T10:00:00Z", Event: audit.EventToolInvoked, ExecutionID: "exe_1", Integration: "cc", Seq: 1, Tool: tool, Resource: resource, Status: "succeeded"}
+	}
+	if err := p.measure(ev("files.write", "files:/docs/drafts/plan.md"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []audit.Event{ev("files.read", "files:/a"), ev("files.read", "files:/a/much/longer/path/than/before.md")} {
+		if err := p.print(e, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "TIME                  EXECUTION  SEQ  INTEGRATION  EVENT         TOOL         RESOURCE                    STATUS\n" +
+		"2026-06-01T10:00:00Z  exe_1        1  cc           tool.invoked  files.read   files:/a                    succeeded\n" +
+		"2026-06-01T10:00:00Z  exe_1        1  cc           tool.invoked  files.read   files:/a/much/longer/path/than/before.md  succeeded\n"
+	if out.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

@@ -62,7 +62,7 @@ func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
 
 	k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: -1})
 	if err != nil {
-		return cli.Hintf(fmt.Errorf("catalog: cannot reach the kernel at %s: %w", path, err), "%s", doctor.DialHint(err))
+		return doctor.DialError(path, startKernel(*configFile, path), err)
 	}
 	defer k.Close()
 	cctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)

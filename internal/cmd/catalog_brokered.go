@@ -11,6 +11,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/catalog"
+	"github.com/sharedos/sharedos-mcp/internal/doctor"
 	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
@@ -58,6 +59,7 @@ func addBrokered(v *catalog.View, tools []hashing.Tool, defs map[string]json.Raw
 		}
 		return
 	}
+	v.Upstreams = remoteUpstreams(r, configFile)
 	// The pending definitions' hashes, for the approve command; without
 	// the pins file the command says HASH, and doctor shows it.
 	pending, _ := upstream.Quarantined(stateDir)
@@ -86,4 +88,28 @@ func grantText(cfg config.Config, i int) string {
 		s += " (every integration)"
 	}
 	return s
+}
+
+// remoteUpstreams are the remote upstreams of the kernel's report, with
+// their credentials' state and what a person has to do about it.
+func remoteUpstreams(r status.Report, configFile string) []catalog.Upstream {
+	var out []catalog.Upstream
+	for _, st := range r.Upstreams {
+		if st.Transport != upstream.TransportHTTP {
+			continue
+		}
+		u := catalog.Upstream{Name: st.Name, State: st.State, Transport: st.Transport, URL: st.URL, Auth: "-"}
+		if a := st.Auth; a != nil {
+			u.Auth = a.Method
+			switch {
+			case a.Required != "":
+				u.Auth += ": " + a.Required
+				u.Fix = doctor.AuthFix(st.Name, a.Method, configArg(configFile))
+			case a.Method == upstream.AuthMethodOAuth && !a.Expiry.IsZero():
+				u.Auth += ", token until " + a.Expiry.UTC().Format(time.RFC3339)
+			}
+		}
+		out = append(out, u)
+	}
+	return out
 }

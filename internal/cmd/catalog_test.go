@@ -23,12 +23,19 @@ type catalogJSON struct {
 	} `json:"kernel"`
 	Harnesses []string `json:"harnesses"`
 	Tools     []struct {
-		Name        string `json:"name"`
-		Description string `json:"description"`
-		Namespace   string `json:"namespace"`
-		Source      string `json:"source"`
-		ReadOnly    bool   `json:"readOnly"`
-		Aliases     map[string]struct {
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"inputSchema"`
+		OutputSchema json.RawMessage `json:"outputSchema"`
+		Annotations  struct {
+			ReadOnlyHint    bool  `json:"readOnlyHint"`
+			DestructiveHint *bool `json:"destructiveHint"`
+			IdempotentHint  *bool `json:"idempotentHint"`
+		} `json:"annotations"`
+		Namespace string `json:"namespace"`
+		Source    string `json:"source"`
+		ReadOnly  bool   `json:"readOnly"`
+		Aliases   map[string]struct {
 			Alias     string   `json:"alias"`
 			Rewritten bool     `json:"rewritten"`
 			Truncated bool     `json:"truncated"`
@@ -118,7 +125,8 @@ func TestCatalogJSONHasEveryToolWithAnAliasForEveryHarness(t *testing.T) {
 				t.Error("files.write is readOnly")
 			}
 		case "files.read":
-			if !tool.ReadOnly || tool.Namespace != "files" || tool.Source != "kerneltest" || !strings.HasPrefix(tool.Description, "Read a file") {
+			if !tool.ReadOnly || !tool.Annotations.ReadOnlyHint || tool.Namespace != "files" || tool.Source != "kerneltest" ||
+				!strings.HasPrefix(tool.Description, "Read a file") || !strings.Contains(string(tool.InputSchema), `"path"`) {
 				t.Errorf("files.read = %+v", tool)
 			}
 			if a := tool.Aliases["claude-code"]; a.Alias != "mcp__sharedos__files_read" || !a.Rewritten || a.Collides {
@@ -128,6 +136,11 @@ func TestCatalogJSONHasEveryToolWithAnAliasForEveryHarness(t *testing.T) {
 	}
 	if !slices.IsSorted(names) {
 		t.Errorf("tools %q are not in the published (sorted) order", names)
+	}
+	// hash reads the document and finds the catalogHash it states.
+	_, stdout, _ := runCLI(t, "catalog", "--json", "--socket", k.Path, "--integration", "ci bot")
+	if code, out, errOut := runHashCmd(t, stdout); code != 0 || out != k.Hash+"\n" {
+		t.Errorf("hash of catalog --json = %d, %q, %q; want 0, %s", code, out, errOut, k.Hash)
 	}
 	// Metadata the kernel keeps to itself never reaches the output.
 	b, _ := json.Marshal(doc)
@@ -181,15 +194,19 @@ func TestCatalogRefusesACatalogueWhoseHashDisagrees(t *testing.T) {
 	}
 }
 
+// TestCatalogWithoutAKernelSaysHowToStartOne: catalog explains a kernel
+// that is not running as serve does, with the command that starts one.
 func TestCatalogWithoutAKernelSaysHowToStartOne(t *testing.T) {
+	tempHome(t)
 	sock := filepath.Join(shortTempDir(t), "k.sock")
 	code, _, stderr := runCLI(t, "catalog", "--socket", sock, "--harness", "gemini")
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	want := "sharedos-mcp: error: catalog: cannot reach the kernel at " + sock
-	if !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "hint: start a kernel with 'sharedos-mcp kernel'") {
-		t.Errorf("stderr = %q; want %q and a hint to start a kernel", stderr, want)
+	want := "sharedos-mcp: error: no kernel is running at " + sock + ": there is no socket\n" +
+		"hint: start it with 'sharedos-mcp kernel --root DIR --socket " + sock + "', then restart the harness"
+	if !strings.HasPrefix(stderr, want) {
+		t.Errorf("stderr = %q; want %q", stderr, want)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
@@ -47,7 +48,7 @@ var commands = []command{
 	{"doctor", "check this binary, the kernel socket, the kernel and every harness's sharedos entry", runDoctor},
 	{"catalog", "show the kernel's catalogue for an integration and each harness's name for every tool", runCatalog},
 	{"audit", "show the reference kernel's audit log", runAudit},
-	{"hash", "print the catalogHash of a JSON array of kernel tool definitions", runHash},
+	{"hash", "print the catalogHash of a catalogue: kernel tool definitions, a tools/list result, catalog --json", runHash},
 	{"version", "print the version and how this binary was built", runVersion},
 }
 
@@ -74,7 +75,7 @@ func Run(ctx context.Context, stdio cli.IO, args []string) int {
 		return 0
 	case "help":
 		return help(stdio, args[1:])
-	case "-version", "--version":
+	case "-v", "-version", "--version":
 		name = "version"
 	}
 	c, ok := lookup(name)
@@ -111,16 +112,25 @@ func unknownCommand(name string) error {
 	return cli.Usagef(hint, "unknown command %q", name)
 }
 
+// help prints the list of commands, or one command's usage (with its
+// subcommand's, as in 'help kernel check'), on stdout.
 func help(stdio cli.IO, args []string) int {
 	if len(args) == 0 {
 		usage(stdio.Out)
+		return 0
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		fmt.Fprintf(stdio.Out, "Usage: %s help [COMMAND [SUBCOMMAND]]\n\nList the commands, or print what one command does and its flags.\n", prog)
 		return 0
 	}
 	c, ok := lookup(args[0])
 	if !ok {
 		return cli.Report(stdio.Err, prog, unknownCommand(args[0]))
 	}
-	_ = c.run(context.Background(), cli.IO{In: stdio.In, Out: stdio.Out, Err: stdio.Out}, []string{"-h"})
+	err := c.run(context.Background(), cli.IO{In: stdio.In, Out: stdio.Out, Err: stdio.Out}, append(slices.Clone(args[1:]), "-h"))
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return cli.Report(stdio.Err, prog, err)
+	}
 	return 0
 }
 

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/doctor"
+	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
+	"github.com/sharedos/sharedos-mcp/policy"
 )
 
 func runDoctor(ctx context.Context, stdio cli.IO, args []string) error {
@@ -42,27 +46,51 @@ func runDoctor(ctx context.Context, stdio cli.IO, args []string) error {
 		return err
 	}
 	path, from := doctor.SocketChoice(*socket, os.Getenv)
-	ups, err := doctorUpstreams(*configFile)
+	cfg, err := loadConfigFile(*configFile)
+	if err != nil {
+		return err
+	}
+	ups, err := doctorUpstreams(cfg, *configFile)
 	if err != nil {
 		return err
 	}
 	problems := doctor.Run(ctx, stdio.Out, doctor.Options{
 		Socket: path, From: from, Integration: *integration, KernelUID: *kernelUID,
-		Version: shimVersion(), Env: env, Upstreams: ups,
+		Version: shimVersion(), Env: env, Upstreams: ups, Grants: doctorGrants(cfg),
+		Start: startKernel(*configFile, path),
 	})
 	if problems > 0 {
-		return cli.Hintf(fmt.Errorf("doctor found %d problem(s)", problems), "fix them in order: the first often causes the ones after it")
+		hint := "fix them in order: the first often causes the ones after it"
+		if problems == 1 {
+			hint = "the fix: line under it says what to do"
+		}
+		return cli.Hintf(fmt.Errorf("doctor found %s", cli.Count(problems, "problem", "problems")), "%s", hint)
 	}
 	return nil
 }
 
+// doctorGrants is what doctor checks installed entries against: the
+// grants of the config file, when there is one (the built-in default
+// serves every integration alike).
+func doctorGrants(cfg config.Config) *doctor.Grants {
+	if cfg.File == "" {
+		return nil
+	}
+	g := &doctor.Grants{Config: cfg.File}
+	for _, gr := range cfg.Grants {
+		switch name, ok := strings.CutPrefix(gr.Subject, "integration:"); {
+		case gr.Subject == policy.SubjectWildcard:
+			g.Wildcard = true
+		case ok && !slices.Contains(g.Named, name):
+			g.Named = append(g.Named, name)
+		}
+	}
+	return g
+}
+
 // doctorUpstreams gathers what doctor checks of the config's upstreams;
 // nil when it names none.
-func doctorUpstreams(configFile string) (*doctor.Upstreams, error) {
-	cfg, err := loadConfigFile(configFile)
-	if err != nil {
-		return nil, err
-	}
+func doctorUpstreams(cfg config.Config, configFile string) (*doctor.Upstreams, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, nil
 	}
@@ -73,6 +101,9 @@ func doctorUpstreams(configFile string) (*doctor.Upstreams, error) {
 	u := &doctor.Upstreams{Config: cfg.File, StateDir: stateDir, ConfigArg: configArg(configFile)}
 	for _, sp := range cfg.Upstreams {
 		u.Names = append(u.Names, sp.Name)
+		if sp.Remote != nil && sp.Remote.Auth == upstream.AuthOAuth {
+			u.OAuth = append(u.OAuth, sp.Name)
+		}
 	}
 	u.Report, u.ReportErr = status.Read(stateDir)
 	u.Quarantined, u.QuarantineErr = upstream.Quarantined(stateDir)

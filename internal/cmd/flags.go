@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/internal/nearest"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -33,10 +33,6 @@ func newFlagSet(stdio cli.IO, name, argsSyntax, summary string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args. -h prints the whole usage and returns
-// flag.ErrHelp. A bad flag prints only the synopsis line and returns a
-// usage error (exit 2) whose report says what was wrong: the flag
-// package's own message and full flag list would bury it.
 // parseInterleaved is parseFlags for a command whose flags may come
 // before, between or after its arguments (kernel approve memory --config
 // F): it returns the arguments, in order.
@@ -53,6 +49,10 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseFlags parses args. -h prints the whole usage and returns
+// flag.ErrHelp. A bad flag returns a usage error (exit 2) that says what
+// was wrong in the command line's own terms (--name), and nothing else:
+// the flag package's message and full flag list would bury it.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
@@ -65,31 +65,36 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		fs.Usage()
 		return err
 	}
-	fs.SetOutput(&firstLineWriter{w: out})
-	fs.Usage()
-	fs.SetOutput(out)
-	return cli.Usagef("run '"+prog+" help "+fs.Name()+"' for its flags", "%s: %v", fs.Name(), err)
+	msg, hint := flagError(err.Error()), "run '"+prog+" help "+fs.Name()+"' for its flags"
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if s := nearest.Find(name, nearest.Names(names...)); s != "" {
+			hint = "did you mean --" + s + "? " + hint
+		}
+	}
+	return cli.Usagef(hint, "%s: %s", fs.Name(), msg)
 }
 
-// firstLineWriter passes on the first line written to it and drops the
-// rest.
-type firstLineWriter struct {
-	w    io.Writer
-	done bool
-}
-
-func (f *firstLineWriter) Write(p []byte) (int, error) {
-	if f.done {
-		return len(p), nil
+// flagError rewrites the flag package's message (whose texts are
+// stable) with flags written as --name, as the help shows them.
+func flagError(msg string) string {
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
 	}
-	line := p
-	if i := bytes.IndexByte(p, '\n'); i >= 0 {
-		line, f.done = p[:i+1], true
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "--" + name + " needs a value"
 	}
-	if _, err := f.w.Write(line); err != nil {
-		return 0, err
+	var value, name string
+	if n, _ := fmt.Sscanf(msg, "invalid value %q for flag -%s", &value, &name); n == 2 {
+		name = strings.TrimSuffix(name, ":")
+		why := strings.TrimPrefix(msg, fmt.Sprintf("invalid value %q for flag -%s: ", value, name))
+		return fmt.Sprintf("--%s %q: %s", name, value, why)
 	}
-	return len(p), nil
+	if n, _ := fmt.Sscanf(msg, "invalid boolean value %q for -%s", &value, &name); n == 2 {
+		return fmt.Sprintf("--%s %q: want true or false", strings.TrimSuffix(name, ":"), value)
+	}
+	return msg
 }
 
 // durationValue is a flag.Value for a duration whose errors show what a
@@ -171,10 +176,23 @@ func lookupHarness(cmdName, id string) (install.Harness, error) {
 	var ue *install.UnknownHarnessError
 	if errors.As(err, &ue) {
 		hint := "the harnesses are " + harnessList
-		if ue.Suggestion != "" {
+		switch {
+		case ue.Unsupported != "":
+			hint = "the harnesses " + prog + " configures are " + harnessList + "; any other MCP client can run '" + prog + " serve --integration NAME' from a stdio entry you write in its config"
+		case ue.Suggestion != "":
 			hint = "did you mean " + ue.Suggestion + "? " + hint
 		}
 		return h, cli.Usagef(hint, "%s: %v", cmdName, err)
 	}
 	return h, err
+}
+
+// logFlags adds the logging flags serve and kernel share: what goes to
+// stderr or --log-file is what, one format throughout.
+func logFlags(fs *flag.FlagSet, what string) *cli.LogOptions {
+	var o cli.LogOptions
+	fs.StringVar(&o.Level, "log-level", "info", "log `level`: trace, debug, info, warn, error, disabled")
+	fs.StringVar(&o.File, "log-file", "", "write "+what+" to this `file` (mode 0600) instead of stderr")
+	fs.StringVar(&o.Format, "log-format", "", "`human` lines or json records, for all of it (default: human on stderr, json in a --log-file)")
+	return &o
 }

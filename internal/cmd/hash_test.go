@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sharedos/sharedos-mcp/hashing"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 )
 
@@ -39,20 +41,29 @@ func TestHashEmptyCatalogue(t *testing.T) {
 	}
 }
 
-func TestHashVector(t *testing.T) {
+// hashVector is one of the catalogHash vectors shared with the
+// reference implementation.
+type hashVector struct {
+	Name         string          `json:"name"`
+	Catalogue    json.RawMessage `json:"catalogue"`
+	ExpectedHash string          `json:"expectedHash"`
+}
+
+func hashVectors(t *testing.T) []hashVector {
+	t.Helper()
 	data, err := os.ReadFile("../../testdata/catalog-hash-vectors.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vectors []struct {
-		Name         string          `json:"name"`
-		Catalogue    json.RawMessage `json:"catalogue"`
-		ExpectedHash string          `json:"expectedHash"`
-	}
+	var vectors []hashVector
 	if err := json.Unmarshal(data, &vectors); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range vectors {
+	return vectors
+}
+
+func TestHashVector(t *testing.T) {
+	for _, v := range hashVectors(t) {
 		if v.Name != "mixed-realistic-catalogue" {
 			continue
 		}
@@ -74,8 +85,12 @@ func TestHashRefuses(t *testing.T) {
 		wantStderr []string
 	}{
 		{
-			"input that is not a JSON array", `{"tools":[]}`, nil, 1,
-			[]string{"sharedos-mcp: error: read catalogue from stdin:", "hint: the input must be a JSON array"},
+			"an object without tools", `{"tool":[]}`, nil, 1,
+			[]string{"sharedos-mcp: error: read catalogue from stdin: want a JSON array of tool definitions, or a document with a tools array; have an object without one", "hint: the input must be a JSON array"},
+		},
+		{
+			"neither an array nor an object", `"tools"`, nil, 1,
+			[]string{"sharedos-mcp: error: read catalogue from stdin: want a JSON array of tool definitions, have a string"},
 		},
 		{
 			"a definition with an invalid name", `[{"name":"no spaces","description":"d","namespace":"n","source":"s","readWrite":"read","inputSchema":{}}]`, nil, 1,
@@ -83,7 +98,7 @@ func TestHashRefuses(t *testing.T) {
 		},
 		{
 			"a file that does not exist", "", []string{"/nonexistent/catalogue.json"}, 1,
-			[]string{"sharedos-mcp: error: read catalogue: open /nonexistent/catalogue.json:", "hint: give a readable file"},
+			[]string{"sharedos-mcp: error: read catalogue: /nonexistent/catalogue.json: no such file or directory", "hint: give a readable file"},
 		},
 		{
 			"two files", "", []string{"a.json", "b.json"}, 2,
@@ -100,6 +115,45 @@ func TestHashRefuses(t *testing.T) {
 				if !strings.Contains(errOut, want) {
 					t.Errorf("stderr %q does not contain %q", errOut, want)
 				}
+			}
+		})
+	}
+}
+
+// TestHashReadsThePublishedCatalogue: the tools as serve publishes them
+// (a tools/list result) hash to the catalogHash of the kernel-side
+// definitions they came from, and a document whose tools no longer hash
+// to the catalogHash it states is refused.
+func TestHashReadsThePublishedCatalogue(t *testing.T) {
+	for _, v := range hashVectors(t) {
+		var raws []json.RawMessage
+		if json.Unmarshal(v.Catalogue, &raws) != nil {
+			continue // a vector of a refused catalogue
+		}
+		tools, err := hashing.ProjectRaw(raws)
+		if err != nil {
+			continue
+		}
+		t.Run(v.Name, func(t *testing.T) {
+			doc := []byte(`{"tools":[`)
+			for i, tool := range tools {
+				if i > 0 {
+					doc = append(doc, ',')
+				}
+				doc = hashing.AppendMCP(doc, tool)
+			}
+			published := string(doc) + `],"_meta":{"sharedos/catalogHash":"` + v.ExpectedHash + `"}}`
+			code, out, errOut := runHashCmd(t, published)
+			if code != 0 || out != v.ExpectedHash+"\n" || errOut != "" {
+				t.Errorf("hash of the published form = %d, %q, %q; want 0, %q", code, out, errOut, v.ExpectedHash)
+			}
+			if len(tools) == 0 {
+				return
+			}
+			tampered := strings.Replace(published, `"readOnlyHint":`+strconv.FormatBool(tools[0].ReadOnlyHint), `"readOnlyHint":`+strconv.FormatBool(!tools[0].ReadOnlyHint), 1)
+			code, out, errOut = runHashCmd(t, tampered)
+			if code != 1 || len(out) != 65 || !strings.Contains(errOut, "hash to "+strings.TrimSpace(out)+", not to the catalogHash it states, "+v.ExpectedHash) {
+				t.Errorf("hash of a tampered document = %d, %q, %q; want 1, its hash, and that it is not the one stated", code, out, errOut)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -93,8 +94,24 @@ func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 		fmt.Fprintf(stdio.Out, "the entry passes --socket %s: a harness started without $XDG_RUNTIME_DIR or $SHAREDOS_SOCKET (from a GUI or an IDE) would look for %s\n",
 			sockArg, install.BareSocket(os.Getenv))
 	}
+	if *socket != "" && !*dryRun {
+		warnNoKernel(stdio, sockArg)
+	}
 	reportScriptMode(stdio, h, env, c, *dryRun)
 	return nil
+}
+
+// warnNoKernel warns when nothing listens on the socket an entry names:
+// a --socket with a typo looks installed, and the harness then has no
+// sharedos tools.
+func warnNoKernel(stdio cli.IO, socket string) {
+	c, err := net.Dial("unix", socket)
+	if err == nil {
+		c.Close()
+		return
+	}
+	cli.Warn(stdio.Err, prog, "no kernel listens on "+socket+" yet: the harness has no sharedos tools until one does",
+		"start one there ("+startKernel("", socket)+"), or install again with the --socket your kernel listens on")
 }
 
 // reportScriptMode says what install did about pi-mcp-adapter's script
@@ -156,6 +173,9 @@ func runUninstall(_ context.Context, stdio cli.IO, args []string) error {
 		return planError("uninstall", entry, err)
 	}
 	if err := finish(stdio, "uninstall", entry, c, *dryRun, func() string {
+		if c.Removes() {
+			return fmt.Sprintf("removed %s from %s, and the file with it: install created it, and nothing else is in it", entry, c.Path)
+		}
 		return fmt.Sprintf("removed %s from %s", entry, c.Path)
 	}); err != nil {
 		return err
@@ -209,7 +229,7 @@ func planError(verb, entry string, err error) error {
 	case errors.Is(err, install.ErrUnsupportedLayout):
 		return cli.Hintf(fmt.Errorf("%s: %w", verb, err), "edit the %s entry by hand; the file was left untouched", entry)
 	}
-	return fmt.Errorf("%s: %w", verb, err)
+	return cli.Hintf(fmt.Errorf("%s: %w", verb, err), "the harness's config must be a file you can read and write, in a directory you can write")
 }
 
 // finish prints the diff for a dry run, or applies the change, and says

@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,9 +69,57 @@ func TestInstallWritesANewUserFileAndSaysHowToVerify(t *testing.T) {
 	}
 	h, _ := install.Lookup("codex")
 	got, _ := os.ReadFile(path)
-	wantFile, _ := h.Render(nil, install.NewEntry(thisBinary(t), "codex", filepath.Join(home, "k.sock")))
-	if !bytes.Equal(got, wantFile) {
+	entry, _ := h.Render(nil, install.NewEntry(thisBinary(t), "codex", filepath.Join(home, "k.sock")))
+	wantFile := "# Created by 'sharedos-mcp install codex'; 'sharedos-mcp uninstall codex' removes this file while nothing else is in it.\n" + string(entry)
+	if string(got) != wantFile {
 		t.Errorf("file:\n%s\nwant:\n%s", got, wantFile)
+	}
+}
+
+// TestUninstallRemovesTheFileInstallCreated: the Codex config install
+// made goes with the entry, while nothing else is in it; a file the user
+// made, or added to, stays.
+func TestUninstallRemovesTheFileInstallCreated(t *testing.T) {
+	home := tempHome(t)
+	path := filepath.Join(home, ".codex", "config.toml")
+	if code, _, stderr := installCLI(t, "install", "codex"); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, stdout, stderr := installCLI(t, "uninstall", "codex")
+	if want := "removed sharedos from " + path + ", and the file with it: install created it, and nothing else is in it\n"; code != 0 || stdout != want {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, want)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file install created is still there: %v", err)
+	}
+
+	if code, _, stderr := installCLI(t, "install", "codex"); code != 0 {
+		t.Fatal(stderr)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(f, "\n[mcp_servers.linear]\nurl = \"https://mcp.linear.app/sse\"\n")
+	f.Close()
+	if code, stdout, _ := installCLI(t, "uninstall", "codex"); code != 0 || stdout != "removed sharedos from "+path+"\n" {
+		t.Errorf("exit %d, stdout %q: want the entry removed and the file kept", code, stdout)
+	}
+	if got, _ := os.ReadFile(path); !strings.Contains(string(got), "[mcp_servers.linear]") {
+		t.Errorf("the user's server is gone:\n%s", got)
+	}
+
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := installCLI(t, "install", "codex"); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, stdout, _ := installCLI(t, "uninstall", "codex"); code != 0 || stdout != "removed sharedos from "+path+"\n" {
+		t.Errorf("exit %d, stdout %q: want the entry removed from the user's own empty file, and the file kept", code, stdout)
+	}
+	if got, err := os.ReadFile(path); err != nil || len(bytes.TrimSpace(got)) != 0 {
+		t.Errorf("the user's empty file is %q (%v), want it back, empty", got, err)
 	}
 }
 

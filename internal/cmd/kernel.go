@@ -19,14 +19,14 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/rs/zerolog"
-
 	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
+	"github.com/sharedos/sharedos-mcp/internal/service"
 	"github.com/sharedos/sharedos-mcp/internal/sockpath"
 	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -46,9 +46,13 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			return runKernelApprove(stdio, args[1:])
 		case "explain":
 			return runKernelExplain(ctx, stdio, args[1:])
+		case "login":
+			return runKernelLogin(ctx, stdio, args[1:])
+		case "logout":
+			return runKernelLogout(stdio, args[1:])
 		}
 	}
-	fs := newFlagSet(stdio, "kernel", "[check|init|approve|explain|service] [flags]",
+	fs := newFlagSet(stdio, "kernel", "[check|init|approve|explain|login|logout|service] [flags]",
 		"Run the reference host kernel on a Unix socket until SIGTERM or SIGINT. It serves file tools\n"+
 			"confined to a root directory and brokers the stdio MCP servers its config names ([[upstream]]),\n"+
 			"authorizes every call against the grants in its config, and appends every turn and call to an\n"+
@@ -59,24 +63,27 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 			"  kernel init [--config FILE] [--root DIR]   write a commented starter config\n"+
 			"  kernel approve UPSTREAM [TOOL] [--config FILE]   pin a brokered tool's changed definition\n"+
 			"  kernel explain --integration NAME TOOL [ARGUMENTS-JSON]   how the kernel would decide a call, and why\n"+
+			"  kernel login UPSTREAM [--config FILE]   sign in to a remote upstream with auth = \"oauth\"\n"+
+			"  kernel logout UPSTREAM [--config FILE]   forget its tokens\n"+
 			"  kernel service install|uninstall|status   run the kernel as a service of this user\n\n"+
-			"SIGHUP reloads the config: new grants, allow_uids and allow_hard_links take effect at once,\n"+
+			"SIGHUP reloads the config and reads its secrets again (an upstream whose secret changed is\n"+
+			"restarted; a secret that does not load refuses the reload): new grants, allow_uids and allow_hard_links take effect at once,\n"+
 			"in open turns too, and new turns see the [[upstream]] servers as now configured (added ones\n"+
 			"started, removed ones stopped, changed ones restarted); an open turn's call of a brokered tool\n"+
 			"whose action or resource changed is refused. A config that does not load is refused and the old\n"+
-			"one kept. The socket, the audit log, the files root and state_dir change only with a restart.")
+			"one kept. The socket, the audit log, the files root and state_dir change only with a restart.\n\n"+
+			"What it reports (that it listens, what it allows, each reload) and its log go to stderr as\n"+
+			"lines, or with --log-file to a file as JSON records; --log-format chooses either for both.")
 	configFile := fs.String("config", "", configHelp)
 	socket := fs.String("socket", "", "socket `path` to listen on (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	root := fs.String("root", "", "files root `dir` (overrides the config's; without a config file the default is the current directory)")
 	auditFile := fs.String("audit", "", "audit log `file` (default $XDG_STATE_HOME/sharedos/audit.jsonl, else ~/.local/state/sharedos/audit.jsonl)")
-	var logOpts cli.LogOptions
-	fs.StringVar(&logOpts.Level, "log-level", "info", "log `level`: trace, debug, info, warn, error, disabled")
-	fs.StringVar(&logOpts.File, "log-file", "", "write logs to this `file` (mode 0600) instead of stderr")
+	logOpts := logFlags(fs, "what it reports (that it listens, what it allows, warnings) and its log")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return cli.Usagef("the kernel's subcommands are check, init, approve, explain and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("the kernel's subcommands are check, init, approve, explain, login, logout and service; otherwise it takes flags only", "kernel: unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg, err := loadKernelConfig(*configFile, *root)
@@ -103,14 +110,26 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		return cli.Hintf(fmt.Errorf("state directory: %w", err), "set state_dir in the config")
 	}
 
-	log, closeLog, err := cli.NewLogger(logOpts, stdio.Err)
+	secrets, redactor, err := loadSecrets(ctx, cfg, *configFile)
 	if err != nil {
 		return err
 	}
-	defer closeLog()
+	logOpts.Filter = redactor.Writer
+	lg, err := cli.NewLog(prog, *logOpts, stdio.Err)
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
+	return lg.Finish(serveKernel(ctx, stdio, lg, cfg, secrets, redactor, stateDir, *configFile, *root, *socket, *auditFile))
+}
+
+// serveKernel runs the kernel on cfg until ctx ends, reporting through
+// lg: what it serves when it starts, each reload, why it stopped.
+func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Config, secrets *secret.Set, redactor *secret.Redactor, stateDir, configFile, rootFlag, socketFlag, auditFlag string) error {
+	log, report := lg.Logger, lg.Report
 	auditLog, err := audit.Open(cfg.AuditLog, audit.WithLogger(log))
 	if err != nil {
-		return auditOpenHint(err)
+		return auditOpenHint(err, cfg.AuditLog, cfg.Socket)
 	}
 	ln, err := kernel.Listen(cfg.Socket)
 	if err != nil {
@@ -129,33 +148,36 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 		Audit:          auditLog,
 		Log:            log,
 		Version:        buildStamp().version,
+		Secrets:        secrets,
+		Redactor:       redactor,
 	}
 	// The kernel's memory is bounded by its own limits (calls running,
 	// long lines held); a soft limit makes the collector give memory
 	// back before it would grow past what those allow.
 	debug.SetMemoryLimit(memoryLimit)
-	stopReload := reloadOnHangup(ctx, stdio, log, srv, *configFile, *root, *socket, *auditFile)
+	stopReload := reloadOnHangup(ctx, report, srv, configFile, rootFlag, socketFlag, auditFlag)
 	served := "files root " + cfg.Root
 	if cfg.Root == "" {
 		served = "no files root"
 	}
-	fmt.Fprintf(stdio.Err, "%s: kernel listening on %s (%s, audit log %s)\n", prog, cfg.Socket, served, cfg.AuditLog)
+	fmt.Fprintf(report, "%s: kernel listening on %s (%s, audit log %s)\n", prog, cfg.Socket, served, cfg.AuditLog)
 	if cfg.File == "" {
-		fmt.Fprintf(stdio.Err, "%s: no config file: serving %s read-only (read, list, search) to every integration\n", prog, cfg.Root)
+		fmt.Fprintf(report, "%s: no config file: serving %s read-only (read, list, search) to every integration\n", prog, cfg.Root)
 	} else {
-		fmt.Fprintf(stdio.Err, "%s: config %s\n", prog, cfg.File)
+		fmt.Fprintf(report, "%s: config %s\n", prog, cfg.File)
 	}
 	sum := summarize(cfg)
-	printAllowances(stdio.Err, cfg, sum, nil)
-	printUpstreams(stdio.Err, sum, stateDir)
+	printAllowances(report, cfg, sum, nil)
+	printUpstreams(report, cfg, sum, stateDir)
+	printSecrets(report, cfg)
 	for _, f := range sum.Problems {
-		cli.Warn(stdio.Err, prog, f.String(), "")
+		cli.Warn(report, prog, f.String(), "")
 	}
 	for _, f := range sum.Warnings {
-		cli.Warn(stdio.Err, prog, f.String(), "")
+		cli.Warn(report, prog, f.String(), "")
 	}
 	if len(sum.Problems) > 0 {
-		fmt.Fprintf(stdio.Err, "hint: '%s kernel check%s' lists these without starting a kernel\n", prog, configArg(*configFile))
+		fmt.Fprintf(report, "hint: '%s kernel check%s' lists these without starting a kernel\n", prog, configArg(configFile))
 	}
 
 	serveErr := srv.Serve(ctx, ln)
@@ -166,8 +188,7 @@ func runKernel(ctx context.Context, stdio cli.IO, args []string) error {
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		why = cause.Error()
 	}
-	log.Info().Str("reason", why).Msg("kernel stopped")
-	fmt.Fprintf(stdio.Err, "%s: kernel stopped (%s); the socket %s is removed\n", prog, why, cfg.Socket)
+	fmt.Fprintf(report, "%s: kernel stopped (%s); the socket %s is removed\n", prog, why, cfg.Socket)
 	var be *kernel.BudgetsError
 	if errors.As(serveErr, &be) {
 		return errors.Join(cli.Hintf(serveErr, "the kernel keeps its grants' limit counts in %s: make it yours and writable by you alone (chmod 600), or move it aside, which forgets the counts", be.Path), auditLog.Close())
@@ -190,8 +211,9 @@ const memoryLimit = 192 << 20
 // reloadOnHangup reads the config again on each SIGHUP until ctx ends or
 // the returned function is called, puts the kernel's flags over it as at
 // start, and asks the kernel to apply it (kernel.Server.Reload); a config
-// that does not load is refused and the running one kept.
-func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *kernel.Server, configFile, rootFlag, socketFlag, auditFlag string) func() {
+// that does not load is refused and the running one kept. It says what
+// it did on report.
+func reloadOnHangup(ctx context.Context, report io.Writer, srv *kernel.Server, configFile, rootFlag, socketFlag, auditFlag string) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -208,21 +230,34 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 			}
 			next, err := loadKernelConfig(configFile, rootFlag)
 			if err != nil {
-				log.Error().Err(err).Msg("config reload refused; the running config is kept")
-				cli.Warn(stdio.Err, prog, "reload refused, the running config is kept: "+err.Error(), "")
+				if ps := cli.Problems(err); len(ps) > 1 {
+					cli.Warn(report, prog, fmt.Sprintf("reload refused, the running config is kept: the config has %d problems", len(ps)), "")
+					for _, p := range ps {
+						cli.Warn(report, prog, p, "")
+					}
+					continue
+				}
+				cli.Warn(report, prog, "reload refused, the running config is kept: "+err.Error(), "")
 				continue
 			}
 			next.Socket = cmp.Or(socketFlag, next.Socket)
 			next.AuditLog = cmp.Or(auditFlag, next.AuditLog)
+			// A command secret is run again here, once, not per call.
+			set, err := secret.Load(ctx, next.Secrets, secret.Options{})
+			if err != nil {
+				cli.Warn(report, prog, "reload refused, the running config and secrets are kept: "+secretsError(err).Error(), "")
+				continue
+			}
+			srv.SetSecrets(set)
 			r, err := srv.Reload(next)
 			if err != nil {
-				cli.Warn(stdio.Err, prog, "reload: "+err.Error(), "")
+				cli.Warn(report, prog, "reload: "+err.Error(), "")
 			}
 			if !r.Applied {
 				continue
 			}
-			fmt.Fprintf(stdio.Err, "%s: config reloaded\n", prog)
-			printAllowances(stdio.Err, next, summarize(next), nil)
+			fmt.Fprintf(report, "%s: config reloaded\n", prog)
+			printAllowances(report, next, summarize(next), nil)
 		}
 	}()
 	return func() {
@@ -232,11 +267,15 @@ func reloadOnHangup(ctx context.Context, stdio cli.IO, log zerolog.Logger, srv *
 	}
 }
 
-func auditOpenHint(err error) error {
+func auditOpenHint(err error, path, socket string) error {
 	switch {
 	case errors.Is(err, sockpath.ErrUntrusted):
 		return cli.Hintf(err, "the audit log and every directory above it must be yours (or root's) and not writable by others; chmod go-w them, or pass --audit FILE in a directory of mode 0700")
 	case errors.Is(err, audit.ErrBusy):
+		if pid, ok := holderPID(path, socket); ok {
+			return cli.Hintf(fmt.Errorf("a kernel is already running (pid %d): it holds the audit log %s", pid, path),
+				"stop it first (kill %d), or give this one another --audit FILE and --socket PATH", pid)
+		}
 		return cli.Hintf(err, "another kernel writes this audit log: stop it, or pass --audit FILE")
 	}
 	return cli.Hintf(err, "pass --audit FILE in a directory you can write")
@@ -253,6 +292,9 @@ func listenHint(err error, socket string) error {
 	case errors.Is(err, kernel.ErrNotASocket):
 		return cli.Hintf(err, "remove it yourself or pick another --socket")
 	case errors.Is(err, kernel.ErrAlreadyRunning):
+		if pid, ok := holderPID(socket+".lock", socket); ok {
+			return cli.Hintf(fmt.Errorf("%w on %s (pid %d)", kernel.ErrAlreadyRunning, socket, pid), "stop it first (kill %d), or pass another --socket", pid)
+		}
 		return cli.Hintf(err, "stop that kernel first, or pass another --socket")
 	case errors.Is(err, kernel.ErrSocketUnchecked):
 		return cli.Hintf(err, "remove it yourself if no kernel uses it")
@@ -293,11 +335,13 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 	}
 	sum := summarize(cfg)
 	stateDir, _ := cfg.StateDirOrDefault(os.Getenv)
+	reporter := 0 // the kernel that reported on the upstreams
 	if len(cfg.Upstreams) > 0 && stateDir != "" {
 		// What a kernel found once the upstreams ran: tools they do not
 		// offer, placeholders their schemas lack, quarantines.
 		if r, err := status.Read(stateDir); err == nil {
 			sum.CheckUpstreamReport(cfg, r)
+			reporter = r.PID
 		}
 	}
 	// The limits' counts, as the running kernel saves them at each
@@ -309,27 +353,76 @@ func runKernelCheck(stdio cli.IO, args []string) error {
 		}
 	}
 	printAllowances(stdio.Out, cfg, sum, counts)
-	printUpstreams(stdio.Out, sum, stateDir)
+	printUpstreams(stdio.Out, cfg, sum, stateDir)
+	printSecrets(stdio.Out, cfg)
 	for _, f := range sum.Problems {
 		fmt.Fprintf(stdio.Out, "problem %s\n", f)
+	}
+	secretFaults := secretProblems(cfg)
+	for _, p := range secretFaults {
+		fmt.Fprintf(stdio.Out, "problem %s\n", p)
 	}
 	for _, f := range sum.Warnings {
 		fmt.Fprintf(stdio.Out, "warning %s\n", f)
 	}
-	if n := len(sum.Problems); n > 0 {
-		return cli.Hintf(fmt.Errorf("kernel check: %d problem(s) in %s", n, cfg.File),
-			"fix each grant named above, then run '%s kernel check%s' again", prog, configArg(*configFile))
+	if n := len(sum.Problems) + len(secretFaults); n > 0 {
+		hint := checkHint(cfg, sum, reporter, *configFile)
+		if len(secretFaults) > 0 {
+			hint = fmt.Sprintf("fix each problem named above, then run '%s kernel check%s' again", prog, configArg(*configFile))
+		}
+		return cli.Hintf(fmt.Errorf("kernel check: %s in %s", cli.Count(n, "problem", "problems"), cfg.File), "%s", hint)
 	}
 	return nil
+}
+
+// checkHint says how to fix what kernel check found: grants are fixed in
+// the config alone; what a running kernel found of an [[upstream.tool]]
+// is seen again only once that kernel reloads and reports anew.
+func checkHint(cfg config.Config, sum config.Summary, reporter int, configFile string) string {
+	upstreams, grants := 0, 0
+	for _, f := range sum.Problems {
+		for i := range cfg.Upstreams {
+			if f.Where == cfg.UpstreamRef(i) {
+				upstreams++
+			}
+		}
+		for i := range cfg.Grants {
+			if f.Where == cfg.GrantRef(i) {
+				grants++
+			}
+		}
+	}
+	again := fmt.Sprintf("run '%s kernel check%s' again", prog, configArg(configFile))
+	switch {
+	case grants == len(sum.Problems):
+		return "fix each grant named above, then " + again
+	case upstreams == 0:
+		return fmt.Sprintf("fix each problem above in %s, then %s", cfg.File, again)
+	}
+	what := "each [[upstream.tool]] named above"
+	if upstreams < len(sum.Problems) {
+		what = "each grant and [[upstream.tool]] named above"
+	}
+	reload := "reload the kernel (SIGHUP)"
+	if p, err := servicePlatform(); err == nil && p.OS == "linux" {
+		if path, err := p.UnitPath(); err == nil && lexists(path) {
+			reload = "reload the kernel (systemctl --user reload " + service.SystemdUnit + ")"
+		}
+	}
+	if reload == "reload the kernel (SIGHUP)" && reporter > 0 {
+		reload = fmt.Sprintf("reload the kernel (kill -HUP %d)", reporter)
+	}
+	return fmt.Sprintf("fix %s; what a running kernel found of its upstreams is seen again once it reloads and reports anew: %s, then %s", what, reload, again)
 }
 
 func runKernelInit(stdio cli.IO, args []string) error {
 	fs := newFlagSet(stdio, "kernel init", "[--config FILE] [--root DIR]",
 		"Write a commented starter config, every key shown, to the default config path (or --config).\n"+
 			"It never replaces a file. Without --root its [files] root is left empty: set it to the\n"+
-			"directory to share before the kernel will start on it.")
+			"directory to share before the kernel will start on it. A --root that does not exist yet is\n"+
+			"created, and said so; one that exists but is not a directory is refused.")
 	configFile := fs.String("config", "", "write the config to this `file` (default $XDG_CONFIG_HOME/sharedos/kernel.toml, else ~/.config/sharedos/kernel.toml)")
-	root := fs.String("root", "", "the directory to share, written into the config as an absolute path")
+	root := fs.String("root", "", "the directory to share, written into the config as an absolute path (created when missing)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -344,21 +437,47 @@ func runKernelInit(stdio cli.IO, args []string) error {
 		}
 		path = p
 	}
-	rootDir := ""
+	exists := func() error {
+		return cli.Hintf(fmt.Errorf("kernel init: %s already exists; nothing was written", path),
+			"'%s kernel check%s' shows what it allows; pass --config FILE to write a starter elsewhere", prog, configArg(*configFile))
+	}
+	rootDir, missing := "", false
 	if *root != "" {
 		if !utf8.ValidString(*root) {
 			return cli.Usagef("a config file is UTF-8; rename the directory or share one above it", "kernel init: --root %q is not valid UTF-8", *root)
 		}
 		dir, err := config.CheckRoot(*root)
-		if err != nil {
-			return cli.Hintf(fmt.Errorf("kernel init: %w", err), "pass --root an existing directory to share")
+		var re *config.RootError
+		switch {
+		case errors.As(err, &re) && errors.Is(re.Err, iofs.ErrNotExist) && !lexists(re.Path):
+			// The README's line names a directory a new user may not
+			// have yet: it is made, and said so, once nothing else can
+			// stop the config being written.
+			rootDir, missing = re.Path, true
+		case errors.As(err, &re) && errors.Is(re.Err, iofs.ErrNotExist):
+			return cli.Hintf(fmt.Errorf("kernel init: files root %s is a symbolic link to something that does not exist", re.Path), "pass --root a directory to share, or the directory the link should lead to")
+		case err != nil:
+			return cli.Hintf(fmt.Errorf("kernel init: %w", err), "pass --root a directory to share (one that does not exist yet is created)")
+		default:
+			rootDir = dir
 		}
-		rootDir = dir
+	}
+	if lexists(path) {
+		return exists()
+	}
+	var made []string
+	if missing {
+		var err error
+		if made, err = mkdirs(rootDir); err != nil {
+			return cli.Hintf(fmt.Errorf("kernel init: create the files root: %w", err), "create it yourself (mkdir -p %s), or pass --root a directory that exists", rootDir)
+		}
 	}
 	if err := config.WriteStarter(path, rootDir); err != nil {
+		for _, d := range slices.Backward(made) {
+			os.Remove(d) // just made and still empty: nothing is half-done
+		}
 		if errors.Is(err, iofs.ErrExist) {
-			return cli.Hintf(fmt.Errorf("kernel init: %s already exists; nothing was written", path),
-				"'%s kernel check%s' shows what it allows; pass --config FILE to write a starter elsewhere", prog, configArg(*configFile))
+			return exists()
 		}
 		return fmt.Errorf("kernel init: %w", err)
 	}
@@ -366,8 +485,33 @@ func runKernelInit(stdio cli.IO, args []string) error {
 		fmt.Fprintf(stdio.Out, "wrote %s with an empty [files] root\nnext: set root in it to the directory to share, adjust its grants, then run '%s kernel check%s'\n", path, prog, configArg(*configFile))
 		return nil
 	}
+	if missing {
+		fmt.Fprintf(stdio.Out, "created %s: the files root did not exist\n", rootDir)
+	}
 	fmt.Fprintf(stdio.Out, "wrote %s (files root %s)\nnext: adjust its grants, then run '%s kernel check%s' to see what each integration may do\n", path, rootDir, prog, configArg(*configFile))
 	return nil
+}
+
+// lexists reports whether anything, a dangling symbolic link included,
+// is at path.
+func lexists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, iofs.ErrNotExist)
+}
+
+// mkdirs creates dir and its missing parents (0755, as mkdir -p would
+// with the usual umask) and returns those it made, outermost first.
+func mkdirs(dir string) ([]string, error) {
+	var made []string
+	for d := dir; !lexists(d); d = filepath.Dir(d) {
+		made = append([]string{d}, made...)
+	}
+	for _, d := range made {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return made, nil
 }
 
 // configArg is " --config FILE" for a hint when the user named a file.
@@ -579,13 +723,13 @@ func untilText(t time.Time) string {
 }
 
 // printUpstreams lists the brokered servers and their configured tools.
-func printUpstreams(w io.Writer, sum config.Summary, stateDir string) {
+func printUpstreams(w io.Writer, cfg config.Config, sum config.Summary, stateDir string) {
 	if len(sum.Upstreams) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "upstreams (pins and status in %s; '%s doctor' shows each one's state and tools once it runs):\n", stateDir, prog)
 	for _, u := range sum.Upstreams {
-		fmt.Fprintf(w, "  %s: %s\n", u.Name, shellWords(u.Command))
+		fmt.Fprintf(w, "  %s: %s\n", u.Name, upstreamLine(cfg, u.Name, u.Command))
 		for _, t := range u.Tools {
 			fmt.Fprintf(w, "    %s: %s on %s\n", t.Name, t.Action, t.Resource)
 		}

@@ -38,7 +38,7 @@ func runKernelApprove(stdio cli.IO, args []string) error {
 		return err
 	}
 	if len(names) == 0 || len(names) > 2 {
-		return cli.Usagef("name the upstream, and optionally one of its tools: kernel approve memory read_graph", "kernel approve: want UPSTREAM [TOOL], got %d argument(s)", len(names))
+		return cli.Usagef("name the upstream, and optionally one of its tools: kernel approve memory read_graph", "kernel approve: want UPSTREAM [TOOL], got %s", cli.Count(len(names), "argument", "arguments"))
 	}
 	up, tool := names[0], ""
 	if len(names) == 2 {

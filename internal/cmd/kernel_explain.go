@@ -124,7 +124,7 @@ func explainAtKernel(ctx context.Context, path string, p kproto.ExplainParams) (
 	case errors.Is(err, iofs.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
 		return r, fmt.Sprintf("no kernel is running at %s: decided from the config, with the limits' counts it last saved", path), nil
 	case err != nil:
-		return r, fmt.Sprintf("no kernel answered at %s (%v): decided from the config, with the limits' counts it last saved", path, err), nil
+		return r, fmt.Sprintf("no kernel answered at %s (%s): decided from the config, with the limits' counts it last saved", path, cli.Words(err)), nil
 	}
 	defer k.Close()
 	cctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)

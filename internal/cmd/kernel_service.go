@@ -2,8 +2,10 @@ package cmd
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,6 +22,14 @@ func runKernelService(stdio cli.IO, args []string) error {
 		return cli.Usagef("say what to do: install, uninstall or status", "kernel service: missing install, uninstall or status")
 	}
 	verb := args[0]
+	switch verb {
+	case "-h", "-help", "--help":
+		fs := newFlagSet(stdio, "kernel service", "install|uninstall|status [flags]",
+			"Run the reference kernel as a service of this user: a systemd user unit on Linux, a launchd\n"+
+				"agent on macOS. 'sharedos-mcp help kernel service VERB' shows each one's flags.")
+		fs.Usage()
+		return flag.ErrHelp
+	}
 	fs := newFlagSet(stdio, "kernel service "+verb, "[flags]", serviceSummary(verb))
 	var configFile, socket *string
 	if verb == "install" {
@@ -45,33 +55,55 @@ func runKernelService(stdio cli.IO, args []string) error {
 	case "install":
 		return serviceInstall(stdio, p, *configFile, *socket)
 	case "uninstall":
-		removed, err := p.Uninstall(service.ExecRunner)
-		path, _ := p.UnitPath()
-		if err != nil {
-			return cli.Hintf(fmt.Errorf("kernel service uninstall: %w", err), "the unit file is gone; run the command yourself to tell the service manager")
-		}
-		if !removed {
-			fmt.Fprintf(stdio.Out, "no service installed (%s does not exist); nothing changed\n", path)
-			return nil
-		}
-		fmt.Fprintf(stdio.Out, "stopped the kernel service and removed %s\n", path)
-		return nil
+		return serviceUninstall(stdio, p)
+	}
+	return serviceStatus(stdio, p)
+}
+
+func serviceUninstall(stdio cli.IO, p service.Platform) error {
+	path, _ := p.UnitPath()
+	noManager := p.CheckManager(service.ExecRunner)
+	removed, err := p.Uninstall(service.ExecRunner)
+	var me *service.ManagerError
+	switch {
+	case errors.As(err, &me):
+		return cli.Hintf(fmt.Errorf("kernel service uninstall: removed %s, but %w", path, err),
+			"run '%s' yourself, so that the service manager forgets the unit", strings.Join(me.Command, " "))
+	case err != nil:
+		return fmt.Errorf("kernel service uninstall: %w", err)
+	case !removed:
+		fmt.Fprintf(stdio.Out, "no service installed (%s does not exist); nothing changed\n", path)
+	case noManager != nil:
+		fmt.Fprintf(stdio.Out, "removed %s; no service manager runs here, so there was nothing to stop\n", path)
 	default:
-		st, err := p.Status(service.ExecRunner)
-		if err != nil {
-			return fmt.Errorf("kernel service status: %w", err)
-		}
-		if !st.Installed {
-			fmt.Fprintf(stdio.Out, "not installed (%s does not exist); install it with '%s kernel service install'\n", st.UnitPath, prog)
-			return nil
-		}
-		state := st.State
-		if state == "" {
-			state = "unknown: " + st.Detail
-		}
-		fmt.Fprintf(stdio.Out, "installed %s\nstate %s\nlogs %s\n", st.UnitPath, state, st.Logs)
+		fmt.Fprintf(stdio.Out, "stopped the kernel service and removed %s\n", path)
+	}
+	return nil
+}
+
+// serviceStatus says what the manager says of the service, and fails
+// when it cannot tell whether the kernel runs.
+func serviceStatus(stdio cli.IO, p service.Platform) error {
+	st, err := p.Status(service.ExecRunner)
+	if err != nil {
+		return fmt.Errorf("kernel service status: %w", err)
+	}
+	if !st.Installed {
+		fmt.Fprintf(stdio.Out, "not installed (%s does not exist); install it with '%s kernel service install'\n", st.UnitPath, prog)
 		return nil
 	}
+	if st.State != "" {
+		fmt.Fprintf(stdio.Out, "installed %s\nstate %s\nlogs %s\n", st.UnitPath, st.State, st.Logs)
+		return nil
+	}
+	fmt.Fprintf(stdio.Out, "installed %s\nlogs %s\n", st.UnitPath, st.Logs)
+	why := st.Detail
+	var nm *service.NoManagerError
+	if errors.As(p.CheckManager(service.ExecRunner), &nm) {
+		why = nm.Why
+	}
+	return cli.Hintf(fmt.Errorf("kernel service status: cannot tell whether the kernel runs: %s", why),
+		"'%s doctor' asks the kernel itself, on its socket", prog)
 }
 
 func serviceSummary(verb string) string {
@@ -80,11 +112,13 @@ func serviceSummary(verb string) string {
 		return "Install the reference kernel as a service of this user (a systemd user unit on Linux, a\n" +
 			"launchd agent on macOS) that runs it with the config and socket it names, starts it at\n" +
 			"login, restarts it if it fails, and reloads its config on 'systemctl --user reload'.\n" +
-			"Installing again replaces the unit."
+			"Installing again replaces the unit. Where no service manager runs for you (a container, WSL\n" +
+			"without systemd, a shell with no login session) it writes nothing and says what works there."
 	case "uninstall":
 		return "Stop the kernel service and remove its unit."
 	}
-	return "Say whether the kernel service is installed and running, and where its log is."
+	return "Say whether the kernel service is installed and running, and where its log is. Exits 1\n" +
+		"when the service manager cannot be asked."
 }
 
 func servicePlatform() (service.Platform, error) {
@@ -92,7 +126,7 @@ func servicePlatform() (service.Platform, error) {
 	if err != nil {
 		return service.Platform{}, cli.Hintf(fmt.Errorf("kernel service: %w", err), "set HOME")
 	}
-	p := service.Platform{OS: runtime.GOOS, Home: home, ConfigHome: os.Getenv("XDG_CONFIG_HOME"), UID: os.Getuid()}
+	p := service.Platform{OS: runtime.GOOS, Home: home, ConfigHome: os.Getenv("XDG_CONFIG_HOME"), RuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), UID: os.Getuid()}
 	if _, err := p.UnitPath(); err != nil {
 		return p, cli.Hintf(fmt.Errorf("kernel service: %w", err), "run '%s kernel' under your own service manager", prog)
 	}
@@ -139,14 +173,13 @@ func serviceInstall(stdio cli.IO, p service.Platform, configFile, socket string)
 	spec := service.Spec{Executable: exe, Config: abs, Socket: socket, LogFile: p.DefaultLogFile()}
 	path, err := p.Install(spec, service.ExecRunner)
 	var me *service.ManagerError
+	var nm *service.NoManagerError
 	switch {
+	case errors.As(err, &nm):
+		return cli.Hintf(fmt.Errorf("kernel service install: %s; nothing was written", nm.Why), "%s", noManagerHint(p, nm, exe, abs, socket))
 	case errors.As(err, &me):
-		var cmds []string
-		for _, c := range p.StartCommands(path) {
-			cmds = append(cmds, strings.Join(c, " "))
-		}
-		return cli.Hintf(fmt.Errorf("kernel service install: wrote %s, but %w", path, err),
-			"start it yourself once a user session is up: %s", strings.Join(cmds, "; "))
+		return cli.Hintf(fmt.Errorf("kernel service install: %w; the unit was taken out again", err),
+			"'journalctl --user -u %s' may say why; fix that, then run install again", service.SystemdUnit)
 	case err != nil:
 		return fmt.Errorf("kernel service install: %w", err)
 	}
@@ -157,4 +190,57 @@ func serviceInstall(stdio cli.IO, p service.Platform, configFile, socket string)
 		fmt.Fprintln(stdio.Out, "note: a user service stops when you log out unless lingering is on: loginctl enable-linger $USER")
 	}
 	return nil
+}
+
+// noManagerHint is what works where no service manager runs for the
+// user: lingering, which starts one, when systemd runs the system; else
+// the kernel in the background, its log in a file.
+func noManagerHint(p service.Platform, nm *service.NoManagerError, exe, configFile, socket string) string {
+	bin := exe
+	if onPath, err := exec.LookPath(prog); err == nil {
+		if resolved, err := filepath.EvalSymlinks(onPath); err == nil && resolved == exe {
+			bin = prog
+		}
+	}
+	args := []string{bin, "kernel"}
+	if def, _ := config.DefaultPath(os.Getenv); configFile != def {
+		args = append(args, "--config", configFile)
+	}
+	if socket != sockpath.Default(os.Getenv) {
+		args = append(args, "--socket", socket)
+	}
+	logDir, err := config.DefaultStateDir(os.Getenv)
+	if err != nil {
+		logDir = filepath.Dir(configFile)
+	}
+	background := "nohup " + shellWords(append(args, "--log-file", filepath.Join(logDir, "kernel.log"))) + " >/dev/null 2>&1 &"
+	if !nm.Linger {
+		return "run the kernel in the background instead (it stops at shutdown; start it again after a reboot): " + background
+	}
+	return fmt.Sprintf("'loginctl enable-linger $USER' starts a user manager for you, now and at every boot; then run 'XDG_RUNTIME_DIR=/run/user/%d %s kernel service install' again. Or run the kernel in the background: %s",
+		p.UID, bin, background)
+}
+
+// startKernel is the command that starts a kernel on socket, for the
+// hints of commands that found none there: the service's start command
+// when one is installed; else the kernel on the config it would load,
+// naming --config and --socket only when it would not find them itself,
+// and a files root to serve when there is no config.
+func startKernel(configFile, socket string) string {
+	if p, err := servicePlatform(); err == nil {
+		if path, err := p.UnitPath(); err == nil && lexists(path) {
+			return strings.Join(p.StartCommand(), " ")
+		}
+	}
+	args := []string{prog, "kernel"}
+	switch def, _ := config.DefaultPath(os.Getenv); {
+	case configFile != "":
+		args = append(args, "--config", configFile)
+	case def == "" || !lexists(def):
+		args = append(args, "--root", "DIR")
+	}
+	if socket != "" && socket != sockpath.Default(os.Getenv) {
+		args = append(args, "--socket", socket)
+	}
+	return shellWords(args)
 }

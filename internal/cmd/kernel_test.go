@@ -276,6 +276,15 @@ func TestKernelReloadsItsConfigOnSIGHUP(t *testing.T) {
 	if got := k.toolNames(); got != "files.list,files.read,files.search" {
 		t.Errorf("after a refused reload the catalogue is %q, want the 3 tools it had", got)
 	}
+
+	// A config with several problems: each is said, in one reload.
+	body := "[files]\nroot = " + strconv.Quote(root) + "\nroots = \"x\"\n\n[[grant]]\nsubject = \"integration:cc\"\nresource = \"files:/\"\nactions = [\"raed\"]\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k.reload("reload refused, the running config is kept: the config has 2 problems")
+	k.waitLine(`sharedos-mcp: warning: ` + cfg + `:3:1: unknown key "files.roots" (did you mean root?)`)
+	k.waitLine(`sharedos-mcp: warning: ` + cfg + `:5: grant #1: action "raed": want one of read, list, search, write, escalate, call; did you mean read?`)
 	k.stop()
 }
 
@@ -309,7 +318,7 @@ func TestKernelReloadStartsAndStopsUpstreams(t *testing.T) {
 	}
 
 	write(files + grant + up)
-	k.reload(`"message":"upstream ready"`)
+	k.reload("sharedos-mcp: upstream ready (")
 	if got := k.toolNames(); got != "sharedos.escalate,test.echo" {
 		t.Errorf("after adding the upstream: %v", got)
 	}

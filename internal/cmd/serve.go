@@ -17,15 +17,13 @@ import (
 
 func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	fs := newFlagSet(stdio, "serve", "--integration NAME [flags]",
-		"Serve MCP over stdin/stdout for one turn. Before reading stdin it connects to the kernel,\nchecks the kernel's peer credentials and introduces itself as the integration.\nstdout carries MCP messages only; logs go to stderr or --log-file.")
+		"Serve MCP over stdin/stdout for one turn. Before reading stdin it connects to the kernel,\nchecks the kernel's peer credentials and introduces itself as the integration.\nstdout carries MCP messages only; logs go to stderr or --log-file. A harness starts it;\nstarted on a terminal, it says so and how to try it by hand.")
 	integration := fs.String("integration", "", "the integration `name` the kernel knows this harness by (required; 1-64 of letters, digits, space, - _ .)")
 	socket := fs.String("socket", "", "kernel socket `path` (default $SHAREDOS_SOCKET, else $XDG_RUNTIME_DIR/sharedos/kernel.sock, else $TMPDIR/sharedos-$UID/kernel.sock)")
 	kernelUID := fs.Int("kernel-uid", -1, "one more `uid` the kernel may run as, besides yours and root")
 	callTimeout := durationFlag(fs, "call-timeout", 2*time.Minute, false, "answer a call failed/kernel_timeout after this `duration`, e.g. 30s or 5m (0: no limit)")
 	maxMessage := fs.Int("max-message", jsonrpc.DefaultMaxLine, "largest message line in `bytes`, on stdin and from the kernel")
-	var logOpts cli.LogOptions
-	fs.StringVar(&logOpts.Level, "log-level", "info", "log `level`: trace, debug, info, warn, error, disabled")
-	fs.StringVar(&logOpts.File, "log-file", "", "write logs to this `file` (mode 0600) instead of stderr")
+	logOpts := logFlags(fs, "its log")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,20 +42,27 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	if *callTimeout < 0 {
 		return cli.Usagef("use a positive duration such as 30s, or 0 for no limit", "serve: --call-timeout must not be negative")
 	}
-	log, closeLog, err := cli.NewLogger(logOpts, stdio.Err)
+	lg, err := cli.NewLog(prog, *logOpts, stdio.Err)
 	if err != nil {
 		return err
 	}
-	defer closeLog()
+	defer lg.Close()
+	log := lg.Logger
+	if stdinIsTerminal(stdio.In) {
+		// Typed into a shell: say what it is for, and how to try it.
+		fmt.Fprintf(lg.Report, "%s: serve is meant to be started by a harness, which speaks MCP to it on stdin and stdout ('%s install HARNESS' adds it to one)\n"+
+			"hint: to try it by hand, type one JSON-RPC message per line, e.g. {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}, and end with Ctrl-D; '%s catalog --integration %s' shows the same tools\n",
+			prog, prog, prog, *integration)
+	}
 
-	path, start := *socket, "sharedos-mcp kernel --socket "+*socket
+	path := *socket
 	if path == "" {
-		path, start = sockpath.Default(os.Getenv), "sharedos-mcp kernel"
+		path = sockpath.Default(os.Getenv)
 	}
 	connect := func(ctx context.Context) (shim.Config, error) {
 		k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: *kernelUID, MaxLine: *maxMessage, WriteTimeout: *callTimeout})
 		if err != nil {
-			return shim.Config{}, doctor.DialError(path, start, err)
+			return shim.Config{}, doctor.DialError(path, startKernel("", path), err)
 		}
 		hctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)
 		ver := shimVersion()
@@ -83,10 +88,9 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	case err == nil:
 		return nil
 	case connectErr != nil:
-		return err
+		return lg.Finish(err)
 	default:
-		log.Error().Err(err).Msg("turn ended")
-		return fmt.Errorf("serve: %w", err)
+		return lg.Finish(fmt.Errorf("serve: %w", err))
 	}
 }
 

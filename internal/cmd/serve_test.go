@@ -12,6 +12,7 @@ import (
 // TestServeRefusesBeforeReadingStdin: every start-up failure is one error
 // line with a hint, exit 1, nothing on stdout and nothing sent to a kernel.
 func TestServeRefusesBeforeReadingStdin(t *testing.T) {
+	tempHome(t)
 	k := kerneltest.Start(t, kerneltest.Options{})
 	notSocket := filepath.Join(shortTempDir(t), "file.sock")
 	if err := os.WriteFile(notSocket, nil, 0o600); err != nil {
@@ -26,11 +27,11 @@ func TestServeRefusesBeforeReadingStdin(t *testing.T) {
 		{"an invalid integration name is a usage error, and never rewritten", []string{"--integration", "claude/code", "--socket", k.Path}, 2,
 			[]string{`serve: invalid integration name "claude/code"`, "hint: an integration name is 1-64 letters"}},
 		{"a call timeout without a unit says what one looks like", []string{"--integration", "x", "--socket", k.Path, "--call-timeout", "5"}, 2,
-			[]string{`serve: invalid value "5" for flag -call-timeout: a duration needs a unit, e.g. 5s or 5m`}},
+			[]string{`serve: --call-timeout "5": a duration needs a unit, e.g. 5s or 5m`}},
 		{"a missing integration is a usage error", []string{"--socket", k.Path}, 2,
 			[]string{"--integration is required", "hint: say which harness"}},
 		{"no kernel listening names the socket and how to start one", []string{"--integration", "x", "--socket", filepath.Join(shortTempDir(t), "none.sock")}, 1,
-			[]string{"no kernel is running at", "none.sock: there is no socket", "hint: start it with 'sharedos-mcp kernel --socket "}},
+			[]string{"no kernel is running at", "none.sock: there is no socket", "hint: start it with 'sharedos-mcp kernel --root DIR --socket "}},
 		{"a path that is not a socket is refused", []string{"--integration", "x", "--socket", notSocket}, 1,
 			[]string{"is not a socket"}},
 		{"a socket path too long for the OS is refused", []string{"--integration", "x", "--socket", "/tmp/" + strings.Repeat("s", 200)}, 1,

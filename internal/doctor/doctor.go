@@ -55,6 +55,19 @@ type Options struct {
 	// Upstreams, when set, are the brokered servers of the kernel's
 	// config, whose states and unpublished tools are checked too.
 	Upstreams *Upstreams
+	// Grants, when set, are the kernel config's grants: an installed
+	// entry whose integration no grant names gets a warning.
+	Grants *Grants
+	// Start is the command that starts a kernel on Socket, for the fix
+	// of a kernel that is not running.
+	Start string
+}
+
+// Grants is what doctor knows of the kernel config's grants.
+type Grants struct {
+	Config   string   // the config file
+	Named    []string // the integrations a grant's subject names
+	Wildcard bool     // a grant's subject is integration:*
 }
 
 // Run prints every check to w and returns how many found a problem.
@@ -133,6 +146,12 @@ func (d *doctor) problem(what, fix string) {
 	fmt.Fprintf(d.out, "problem %s\n  fix: %s\n", what, fix)
 }
 
+// warning reports what is likely a mistake but may be meant; it is not
+// counted as a problem.
+func (d *doctor) warning(what, fix string) {
+	fmt.Fprintf(d.out, "warning %s\n  fix: %s\n", what, fix)
+}
+
 // binary reports this binary and returns its path with symlinks
 // resolved, the form install writes; "" when it cannot be found.
 func (d *doctor) binary() string {
@@ -141,7 +160,7 @@ func (d *doctor) binary() string {
 		exe, err = filepath.EvalSymlinks(exe)
 	}
 	if err != nil {
-		d.problem(fmt.Sprintf("cannot locate this binary: %v", err), "run sharedos-mcp by its installed path")
+		d.problem("cannot locate this binary: "+cli.Words(err), "run sharedos-mcp by its installed path")
 		return ""
 	}
 	d.ok("%s %s at %s", prog, d.opts.Version, exe)
@@ -171,11 +190,11 @@ func SocketChoice(flagValue string, getenv func(string) string) (path, from stri
 func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts kernelclient.Options) {
 	path, from := opts.Socket, d.opts.From
 	if err := sockpath.CheckLen(path); err != nil {
-		d.problem(fmt.Sprintf("socket %s (from %s): %v", path, from, err), "use a shorter socket path, e.g. under $XDG_RUNTIME_DIR, for the kernel and serve alike")
+		d.problem(fmt.Sprintf("socket %s (from %s): %s", path, from, cli.Words(err)), "use a shorter socket path, e.g. under $XDG_RUNTIME_DIR, for the kernel and serve alike")
 		d.skip("kernel checks skipped: no usable socket path")
 		return
 	}
-	d.ok("socket %s (from %s), %d of %d bytes", path, from, len(path), sockpath.MaxLen())
+	d.ok("socket %s (from %s): its path is %s long, within the %d a socket path may have here", path, from, cli.Count(len(path), "byte", "bytes"), sockpath.MaxLen())
 	if !d.socketFile(path, opts.Trusted) {
 		d.skip("kernel checks skipped: no usable socket")
 		return
@@ -197,15 +216,20 @@ func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts ker
 	k, err := kernelclient.Dial(first)
 	switch {
 	case err != nil && !connected:
-		fix := "start a kernel: " + prog + " kernel --root DIR --socket " + path
+		fix := "start a kernel: " + d.opts.Start
+		why := cli.Words(err)
+		var se *os.SyscallError
+		if errors.As(err, &se) {
+			why = se.Err.Error() // the socket is named already
+		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			fix = "nothing listens on this socket; a kernel that stopped uncleanly left it behind. " + fix + " (it replaces the stale socket)"
 		}
-		d.problem(fmt.Sprintf("kernel not reachable at %s: %v", path, err), fix)
+		d.problem(fmt.Sprintf("kernel not reachable at %s: %s", path, why), fix)
 		return
 	case credErr != nil:
 		d.ok("kernel reachable at %s", path)
-		d.problem(fmt.Sprintf("cannot read the kernel's peer credentials: %v", credErr), "this OS or socket does not report peer credentials; serve will refuse it too")
+		d.problem("cannot read the kernel's peer credentials: "+cli.Words(credErr), "this OS or socket does not report peer credentials; serve will refuse it too")
 		return
 	case err != nil:
 		d.ok("kernel reachable at %s", path)
@@ -221,7 +245,7 @@ func (d *doctor) kernel(ctx context.Context, checks []integrationCheck, opts ker
 	for i, c := range checks {
 		if i > 0 {
 			if k, err = kernelclient.Dial(opts); err != nil {
-				d.problem(fmt.Sprintf("kernel not reachable at %s for %q: %v", path, c.name, err), "run doctor again; check the kernel's log")
+				d.problem(cli.Words(fmt.Errorf("kernel not reachable at %s for %q: %w", path, c.name, err)), "run doctor again; check the kernel's log")
 				continue
 			}
 		}
@@ -252,12 +276,12 @@ func (d *doctor) turn(ctx context.Context, k *kernelclient.Client, path string, 
 	tools, hash, err := k.Catalogue(hctx)
 	switch {
 	case err != nil:
-		d.problem("catalogue: "+err.Error(), "serve refuses this catalogue; check the kernel's tool definitions, or use a sharedos-mcp release that matches the kernel")
+		d.problem("catalogue: "+cli.Words(err), "serve refuses this catalogue; check the kernel's tool definitions, or use a sharedos-mcp release that matches the kernel")
 	case len(tools) == 0 && c.installed:
 		d.problem(fmt.Sprintf("catalogue for %q is empty: no grant gives it a tool, so its harness shows no sharedos tools", c.name),
 			fmt.Sprintf("run '%s kernel check' with the kernel's config to see what each integration may do, and add a [[grant]] with subject = \"integration:%s\"", prog, c.name))
 	default:
-		d.ok("catalogue for %q: %d tools, catalogHash %s (the published projection hashes the same)", c.name, len(tools), hash)
+		d.ok("catalogue for %q: %s, catalogHash %s (the published projection hashes the same)", c.name, cli.Count(len(tools), "tool", "tools"), hash)
 	}
 }
 
@@ -267,22 +291,22 @@ func (d *doctor) socketFile(path string, trusted sockpath.Trusted) bool {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		d.problem(fmt.Sprintf("no socket at %s: no kernel is listening there", path),
-			"start a kernel: "+prog+" kernel --root DIR --socket "+path+", or point --socket (or $SHAREDOS_SOCKET) at the one you run")
+			"start a kernel: "+d.opts.Start+", or point --socket (or $SHAREDOS_SOCKET) at the one you run")
 		return false
 	case err != nil:
-		d.problem(fmt.Sprintf("socket %s cannot be trusted: %v", path, err),
+		d.problem(fmt.Sprintf("socket %s cannot be trusted: %s", path, cli.Words(err)),
 			"the socket and every directory above it must belong to you or root and must not be writable by others (sticky /tmp is fine); run the kernel on a socket in a directory of mode 0700")
 		return false
 	}
 	fi, err := os.Lstat(path)
 	if err != nil {
-		d.problem(fmt.Sprintf("socket %s: %v", path, err), "run doctor again")
+		d.problem(fmt.Sprintf("socket %s: %s", path, cli.Words(err)), "run doctor again")
 		return false
 	}
 	dir := filepath.Dir(path)
 	di, err := os.Stat(dir)
 	if err != nil {
-		d.problem(fmt.Sprintf("socket directory %s: %v", dir, err), "run doctor again")
+		d.problem(fmt.Sprintf("socket directory %s: %s", dir, cli.Words(err)), "run doctor again")
 		return false
 	}
 	uid := fi.Sys().(*syscall.Stat_t).Uid
@@ -302,13 +326,21 @@ func whoIs(uid uint32) string {
 
 // harnesses reports, for every harness and scope, whether its file holds
 // our entry, whether that entry runs exe and finds the kernel's socket,
-// and for pi whether script mode is off.
+// and for pi whether script mode is off. The entries that are not
+// installed are named together, on one line, at the end.
 func (d *doctor) harnesses(entries []install.Installed, errs []error, exe string) {
 	piInstalled := false
+	var missing notInstalled
 	for i, in := range entries {
-		if j := sameFileAs(entries, i); j >= 0 {
+		j := sameFileAs(entries, i)
+		switch {
+		case j >= 0 && entries[j].Found:
 			d.skip("%s %s: the same file as %s %s (%s)", in.Harness.ID, in.Scope, entries[j].Harness.ID, entries[j].Scope, in.Path)
-		} else if d.harness(in, errs[i], exe) && in.Harness.HasScriptMode() {
+		case j >= 0:
+			// Named once, with the scope it was read for.
+		case errs[i] == nil && !in.Found:
+			missing.add(in.Harness.ID, in.Scope)
+		case d.harness(in, errs[i], exe) && in.Harness.HasScriptMode():
 			piInstalled = true
 		}
 		if i+1 == len(entries) || entries[i+1].Harness.ID != in.Harness.ID {
@@ -318,6 +350,51 @@ func (d *doctor) harnesses(entries []install.Installed, errs []error, exe string
 			}
 		}
 	}
+	if len(missing) > 0 {
+		d.skip("not installed: %s; '%s install HARNESS' adds an entry", missing, prog)
+	}
+}
+
+// notInstalled lists the harnesses without an entry, and in which
+// scopes, in the order they were checked.
+type notInstalled []struct {
+	id     string
+	scopes []install.Scope
+}
+
+func (n *notInstalled) add(id string, scope install.Scope) {
+	if k := len(*n); k > 0 && (*n)[k-1].id == id {
+		(*n)[k-1].scopes = append((*n)[k-1].scopes, scope)
+		return
+	}
+	*n = append(*n, struct {
+		id     string
+		scopes []install.Scope
+	}{id, []install.Scope{scope}})
+}
+
+// String groups the harnesses by the scopes they miss, each group where
+// its first harness was checked: "claude-code, vscode (project); codex,
+// gemini (user and project)".
+func (n notInstalled) String() string {
+	var keys []string
+	ids := map[string][]string{}
+	for _, h := range n {
+		var where []string
+		for _, s := range h.scopes {
+			where = append(where, string(s))
+		}
+		k := strings.Join(where, " and ")
+		if _, ok := ids[k]; !ok {
+			keys = append(keys, k)
+		}
+		ids[k] = append(ids[k], h.id)
+	}
+	groups := make([]string, len(keys))
+	for i, k := range keys {
+		groups[i] = strings.Join(ids[k], ", ") + " (" + k + ")"
+	}
+	return strings.Join(groups, "; ")
 }
 
 // sameFileAs returns the index of an earlier entry of the same harness
@@ -343,13 +420,10 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 	reinstall := fmt.Sprintf("%s install %s --scope %s (with the --socket and --integration you used)", prog, h.ID, scope)
 	switch {
 	case err != nil && path == "":
-		d.skip("%s %v", label, err)
+		d.skip("%s %s", label, cli.Words(err))
 		return false
 	case err != nil:
-		d.problem(fmt.Sprintf("%s %v", label, err), fmt.Sprintf("fix %s so that it parses; %s cannot read it either", path, h.Title))
-		return false
-	case !in.Found:
-		d.skip("%s not installed (%s)", label, path)
+		d.problem(fmt.Sprintf("%s %s", label, cli.Words(err)), fmt.Sprintf("fix %s so that it parses; %s cannot read it either", path, h.Title))
 		return false
 	case in.Entry.Command == "":
 		d.problem(fmt.Sprintf("%s the %s entry in %s has no command", label, in.Name, path), reinstall)
@@ -359,7 +433,7 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 	resolved, rerr := resolveCommand(command)
 	switch {
 	case rerr != nil:
-		d.problem(fmt.Sprintf("%s %s runs %s, which cannot be found: %v", label, path, command, rerr), reinstall)
+		d.problem(fmt.Sprintf("%s %s runs %s, which cannot be found: %s", label, path, command, cli.Words(rerr)), reinstall)
 	case exe == "":
 		d.skip("%s %s runs %s; not compared, this binary's path is unknown", label, path, command)
 	case resolved != exe:
@@ -371,8 +445,24 @@ func (d *doctor) harness(in install.Installed, err error, exe string) bool {
 		d.problem(fmt.Sprintf("%s the entry in %s runs serve without --integration, which serve refuses", label, path), reinstall)
 	}
 	d.entrySocket(label, in, reinstall)
+	d.granted(label, in.Integration())
 	d.startsWithoutKernel(label, h)
 	return true
+}
+
+// granted warns about an entry whose integration no grant names: its
+// catalogue holds only what integration:* gets, or nothing.
+func (d *doctor) granted(label, name string) {
+	g := d.opts.Grants
+	if g == nil || name == "" || slices.Contains(g.Named, name) {
+		return
+	}
+	fix := fmt.Sprintf("add a [[grant]] with subject = \"integration:%s\" to %s ('%s kernel check' shows what each integration may do)", name, g.Config, prog)
+	if g.Wildcard {
+		d.warning(fmt.Sprintf("%s no grant in %s names integration:%s: it gets only what integration:* gets", label, g.Config, name), fix)
+		return
+	}
+	d.warning(fmt.Sprintf("%s no grant in %s names integration:%s: its catalogue is empty", label, g.Config, name), fix)
 }
 
 // entrySocket reports whether serve, run from this entry, looks for the
@@ -413,7 +503,7 @@ func (d *doctor) scriptMode(h install.Harness) {
 	st, err := h.ScriptMode(d.opts.Env)
 	switch {
 	case err != nil:
-		d.problem(fmt.Sprintf("%s: cannot tell whether pi-mcp-adapter's script mode is on: %v", h.ID, err), "make the file readable, or check it by hand")
+		d.problem(fmt.Sprintf("%s: cannot tell whether pi-mcp-adapter's script mode is on: %s", h.ID, cli.Words(err)), "make the file readable, or check it by hand")
 	case st.On:
 		where := "by default: no config file sets settings.scriptMode"
 		fix := prog + " install " + h.ID + " (it turns script mode off)"

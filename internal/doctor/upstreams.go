@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 )
@@ -19,6 +20,7 @@ import (
 type Upstreams struct {
 	Config   string   // the config file that names them
 	Names    []string // the configured upstreams, in config order
+	OAuth    []string // those with auth = "oauth", whose logins doctor checks
 	StateDir string
 	// ConfigArg is " --config FILE" when the user named the config, for
 	// the commands a fix shows.
@@ -37,7 +39,7 @@ type Upstreams struct {
 // theirs the kernel does not publish, with why and what to do.
 func (d *doctor) upstreams(u *Upstreams) {
 	if u.QuarantineErr != nil {
-		d.problem(fmt.Sprintf("upstream pins in %s: %v", u.StateDir, u.QuarantineErr),
+		d.problem(fmt.Sprintf("upstream pins in %s: %s", u.StateDir, cli.Words(u.QuarantineErr)),
 			"the state directory and its pins must be yours and not writable by others (chmod go-w); the kernel refuses them too")
 	}
 	r := u.Report
@@ -45,7 +47,7 @@ func (d *doctor) upstreams(u *Upstreams) {
 	case errors.Is(u.ReportErr, status.ErrNoReport):
 		d.skip("no upstream status in %s yet: a kernel running %s writes it once its upstreams start", u.StateDir, u.Config)
 	case u.ReportErr != nil:
-		d.problem(fmt.Sprintf("upstream status: %v", u.ReportErr), "restart the kernel; it rewrites the status whole")
+		d.problem("upstream status: "+cli.Words(u.ReportErr), "restart the kernel; it rewrites the status whole")
 	}
 	var seen []string
 	if u.ReportErr == nil {
@@ -62,6 +64,7 @@ func (d *doctor) upstreams(u *Upstreams) {
 			d.upstreamState(st, as, u)
 		}
 	}
+	d.logins(u, seen)
 	for _, name := range u.Names {
 		if u.ReportErr == nil && !slices.Contains(seen, name) {
 			d.skip("upstream %s is in %s but not in the kernel's last status: send the kernel SIGHUP to reload its config", name, u.Config)
@@ -80,15 +83,26 @@ func (d *doctor) upstreams(u *Upstreams) {
 func (d *doctor) upstreamState(st status.Upstream, as string, u *Upstreams) {
 	switch upstream.State(st.State) {
 	case upstream.StateReady:
-		d.ok("upstream %s: ready (%s, pid %d): %d tools can be published (the grants say to whom), %d are withheld (%s)", st.Name, cmpOr(st.Server, "server unnamed"), st.PID, len(st.Published), len(st.Withheld), as)
+		if d.authRequired(st, as, u) {
+			break
+		}
+		withheld := cli.Count(len(st.Withheld), "is", "are")
+		if len(st.Withheld) == 0 {
+			withheld = "none is"
+		}
+		d.ok("upstream %s: ready (%s, %s): %s can be published (the grants say to whom), %s withheld (%s)",
+			st.Name, cmpOr(st.Server, "server unnamed"), where(st), cli.Count(len(st.Published), "tool", "tools"), withheld, as)
 	case upstream.StateStarting:
 		d.skip("upstream %s: starting (%s)", st.Name, as)
 	case upstream.StateStopped:
 		d.skip("upstream %s: stopped (%s)", st.Name, as)
 	default:
+		if d.authRequired(st, as, u) {
+			break
+		}
 		what := fmt.Sprintf("upstream %s: %s (%s): %s", st.Name, st.State, as, st.Reason)
 		if st.Restarts > 0 {
-			what += fmt.Sprintf("; restarted %d times", st.Restarts)
+			what += "; restarted " + cli.Count(st.Restarts, "time", "times")
 		}
 		if len(st.Stderr) > 0 {
 			what += "\n  its last lines of stderr:"
@@ -97,6 +111,9 @@ func (d *doctor) upstreamState(st status.Upstream, as string, u *Upstreams) {
 			}
 		}
 		fix := fmt.Sprintf("check its command, cwd and env in %s (it gets only env, PATH and HOME, so a proxy or a private CA must be in env: HTTPS_PROXY, NODE_EXTRA_CA_CERTS); its stderr is in the kernel's log", u.Config)
+		if st.Transport == upstream.TransportHTTP {
+			fix = remoteFix(st, u)
+		}
 		if strings.Contains(st.Reason, "startup_timeout") {
 			fix = fmt.Sprintf("if it is only slow to start (npx fetching a package, say), raise startup_timeout in its [[upstream]]; else %s", fix)
 		}

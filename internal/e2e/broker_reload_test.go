@@ -80,7 +80,7 @@ actions = ["read"]
 	if err := k.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if !pollUntil(30*time.Second, func() bool { return strings.Contains(k.stderr.String(), `"message":"config reloaded`) }) {
+	if !pollUntil(30*time.Second, func() bool { return strings.Contains(k.stderr.String(), "sharedos-mcp: config reloaded") }) {
 		t.Fatalf("the kernel did not reload within 30s; its stderr:\n%s", k.stderr)
 	}
 	r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "test.purge", Arguments: map[string]any{}})

@@ -55,7 +55,7 @@ func startBrokerKernel(t *testing.T, config string, ready ...string) *brokerKern
 }
 
 // waitReady polls the status the kernel writes until upstream name is
-// ready: the kernel's log is JSON on a pipe, the status file a document.
+// ready: the kernel's log is lines for a person, the status file a document.
 func (k *brokerKernel) waitReady(t *testing.T, name string) status.Upstream {
 	t.Helper()
 	var st status.Upstream

@@ -104,10 +104,8 @@ func TestReadmeInstallFromACloneOnAFreshHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(tmp) })
-	// The README's ~/work is a directory the user already has.
-	if err := os.MkdirAll(filepath.Join(home, "work", "docs"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	// The README's ~/work is not made here: a new user may not have it,
+	// and kernel init makes it.
 	// The build keeps this machine's Go caches; everything after it sees
 	// only the fresh home.
 	goEnv := func(k string) string {
@@ -168,6 +166,9 @@ func TestReadmeInstallFromACloneOnAFreshHome(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, ".config", "sharedos", "kernel.toml")); err != nil {
 		t.Errorf("kernel init wrote no config in the default place: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(home, "work")); err != nil || !fi.IsDir() {
+		t.Errorf("kernel init did not make the files root ~/work: %v", err)
 	}
 	if !strings.Contains(doctorOut, `ok      catalogue for "claude-code": 5 tools`) {
 		t.Errorf("doctor did not find claude-code's catalogue:\n%s", doctorOut)

@@ -79,9 +79,12 @@ func abs(n int) int {
 	return n
 }
 
-// distance is the Levenshtein distance between a and b, by bytes: the
-// names compared here are ASCII.
+// distance is the edit distance between a and b, by bytes (the names
+// compared here are ASCII), with a swap of two neighbouring letters one
+// edit, as a typist makes it ("raed" for "read"): the optimal string
+// alignment distance.
 func distance(a, b string) int {
+	before := make([]int, len(b)+1) // the row of a[:i-2]
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
@@ -95,8 +98,11 @@ func distance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], before[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		before, prev, cur = prev, cur, before
 	}
 	return prev[len(b)]
 }

@@ -41,7 +41,7 @@ func TestFindCommands(t *testing.T) {
 	cmds := Names("serve", "kernel", "install", "uninstall", "doctor", "catalog", "audit", "hash", "version")
 	for in, want := range map[string]string{
 		"instal": "install", "docter": "doctor", "catalogue": "catalog", "kernal": "kernel",
-		"versoin": "version", "frobnicate": "", "uninstal": "uninstall",
+		"versoin": "version", "frobnicate": "", "uninstal": "uninstall", "sreve": "serve",
 	} {
 		if got := Find(in, cmds); got != want {
 			t.Errorf("Find(%q) = %q, want %q", in, got, want)
@@ -53,9 +53,20 @@ func TestDistance(t *testing.T) {
 	for _, tt := range []struct {
 		a, b string
 		d    int
-	}{{"", "", 0}, {"a", "", 1}, {"kitten", "sitting", 3}, {"abc", "abc", 0}, {"ab", "ba", 2}} {
+	}{{"", "", 0}, {"a", "", 1}, {"kitten", "sitting", 3}, {"abc", "abc", 0}, {"ab", "ba", 1}, {"raed", "read", 1}, {"ca", "abc", 3}, {"abcdef", "badcfe", 3}} {
 		if got := distance(tt.a, tt.b); got != tt.d {
 			t.Errorf("distance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.d)
+		}
+	}
+}
+
+// TestFindASwap: two neighbouring letters swapped are one edit, as a
+// typist makes them.
+func TestFindASwap(t *testing.T) {
+	actions := Names("read", "list", "search", "write", "escalate", "call")
+	for in, want := range map[string]string{"raed": "read", "lsit": "list", "wirte": "write", "clal": "call", "delete": ""} {
+		if got := Find(in, actions); got != want {
+			t.Errorf("Find(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -62,6 +63,7 @@ type Platform struct {
 	OS         string // runtime.GOOS
 	Home       string
 	ConfigHome string // $XDG_CONFIG_HOME; "" means ~/.config
+	RuntimeDir string // $XDG_RUNTIME_DIR, where systemctl --user finds the user's manager
 	UID        int
 }
 
@@ -189,6 +191,61 @@ func (e *ManagerError) Error() string {
 
 func (e *ManagerError) Unwrap() error { return e.Err }
 
+// NoManagerError is a system where no service manager can be asked to
+// run the kernel for this user: a container or WSL without systemd, a
+// shell with no login session behind it. Install returns it before it
+// writes anything.
+type NoManagerError struct {
+	// Why says so in words.
+	Why string
+	// Output is what systemctl said, for the curious.
+	Output string
+	// Linger is set when systemd runs the system, so that
+	// 'loginctl enable-linger' gives the user a manager of their own.
+	Linger bool
+}
+
+func (e *NoManagerError) Error() string { return e.Why }
+
+// running are the words 'systemctl is-system-running' says of a manager
+// that takes requests.
+var running = []string{"running", "degraded", "starting", "initializing", "maintenance"}
+
+// managerState is the last word a systemctl is-system-running printed;
+// its messages (no bus, say) come before it.
+func managerState(out []byte) string {
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[len(f)-1]
+}
+
+// CheckManager asks whether the user's service manager can be reached: a
+// *NoManagerError when it cannot, saying why in words. launchd runs on
+// every macOS.
+func (p Platform) CheckManager(r Runner) error {
+	if p.OS != "linux" {
+		return nil
+	}
+	out, err := r("systemctl", "--user", "is-system-running")
+	if slices.Contains(running, managerState(out)) {
+		return nil
+	}
+	said := strings.Join(strings.Fields(string(out)), " ")
+	if errors.Is(err, exec.ErrNotFound) {
+		return &NoManagerError{Why: "systemctl is not installed: this system does not run systemd"}
+	}
+	sys, _ := r("systemctl", "is-system-running")
+	switch {
+	case !slices.Contains(running, managerState(sys)):
+		return &NoManagerError{Why: "systemd does not run this system (a container, or WSL without systemd), so there is no user service manager", Output: said}
+	case p.RuntimeDir == "":
+		return &NoManagerError{Why: "systemctl --user cannot find your user service manager: XDG_RUNTIME_DIR is not set (a shell from su or sudo, say)", Output: said, Linger: true}
+	}
+	return &NoManagerError{Why: "no systemd user manager runs for you (no login session: a shell from ssh without PAM, su, or a container)", Output: said, Linger: true}
+}
+
 func (p Platform) run(r Runner, args ...string) error {
 	out, err := r(args[0], args[1:]...)
 	if err != nil {
@@ -208,10 +265,19 @@ func (p Platform) StartCommands(unitPath string) [][]string {
 
 func (p Platform) domain() string { return "gui/" + strconv.Itoa(p.UID) }
 
+// StartCommand is the command that starts the installed service now.
+func (p Platform) StartCommand() []string {
+	if p.OS == "darwin" {
+		return []string{"launchctl", "kickstart", p.domain() + "/" + LaunchdName}
+	}
+	return []string{"systemctl", "--user", "start", SystemdUnit}
+}
+
 // Install writes the unit file for s (replacing an earlier one) and asks
-// the manager to start it. It returns the unit file's path; a
-// *ManagerError means the file was written but the manager could not be
-// asked (no user session bus, say): StartCommands says what to run.
+// the manager to start it, and returns the unit file's path. Nothing is
+// left half-done: where no manager can be asked (*NoManagerError) nothing
+// is written, and when the manager refuses (*ManagerError) the file is put
+// back as it was.
 func (p Platform) Install(s Spec, r Runner) (string, error) {
 	unit, err := p.Render(s)
 	if err != nil {
@@ -220,6 +286,14 @@ func (p Platform) Install(s Spec, r Runner) (string, error) {
 	path, err := p.UnitPath()
 	if err != nil {
 		return "", err
+	}
+	if err := p.CheckManager(r); err != nil {
+		return path, err
+	}
+	before, err := os.ReadFile(path)
+	existed := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return path, fmt.Errorf("read %s: %w", path, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", fmt.Errorf("create %s: %w", filepath.Dir(path), err)
@@ -237,14 +311,33 @@ func (p Platform) Install(s Spec, r Runner) (string, error) {
 	}
 	for _, c := range p.StartCommands(path) {
 		if err := p.run(r, c...); err != nil {
-			return path, err
+			return path, errors.Join(err, p.undo(r, path, before, existed))
 		}
 	}
 	return path, nil
 }
 
+// undo puts the unit file back as it was before Install, and tells the
+// manager.
+func (p Platform) undo(r Runner, path string, before []byte, existed bool) error {
+	if p.OS != "darwin" && !existed {
+		_ = p.run(r, "systemctl", "--user", "disable", SystemdUnit)
+	}
+	var err error
+	if existed {
+		err = writeAtomic(path, before)
+	} else if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = rerr
+	}
+	if p.OS != "darwin" {
+		_ = p.run(r, "systemctl", "--user", "daemon-reload")
+	}
+	return err
+}
+
 // Uninstall stops the service and removes its unit file. It reports
-// whether there was one to remove.
+// whether there was one to remove. Where no manager runs there is
+// nothing to stop or tell, and the file alone is removed.
 func (p Platform) Uninstall(r Runner) (removed bool, err error) {
 	path, err := p.UnitPath()
 	if err != nil {
@@ -252,6 +345,12 @@ func (p Platform) Uninstall(r Runner) (removed bool, err error) {
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return false, nil
+	}
+	if p.CheckManager(r) != nil {
+		if err := os.Remove(path); err != nil {
+			return false, fmt.Errorf("remove %s: %w", path, err)
+		}
+		return true, nil
 	}
 	// Stopping fails when the service is not loaded, which is fine: the
 	// point is that it does not run once the file is gone.

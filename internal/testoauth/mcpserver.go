@@ -34,9 +34,12 @@ type MCPOptions struct {
 
 // MCPServer is a Streamable HTTP MCP server at /mcp. Its tools:
 //
-//	echo {text}    returns text
-//	slow {}        answers only when its request is cancelled, or after a minute
-//	huge {bytes}   returns a text of that many bytes
+//	echo {text}            returns text
+//	slow {}                answers only when its request is cancelled, or after a minute
+//	huge {bytes}           returns a text of that many bytes
+//	whoami {}              returns the request's Authorization header: a server quoting a credential back
+//	fail {}                fails (isError), its text quoting the Authorization header
+//	get_repo {owner, repo} returns "owner/repo": a tool whose arguments name a resource
 type MCPServer struct {
 	// URL is the MCP endpoint: the upstream's url.
 	URL string
@@ -85,6 +88,9 @@ func NewMCPServer(t testing.TB, opts MCPOptions) *MCPServer {
 		}, nil)(mcpHandler)
 	}
 	mux.Handle("/mcp", s.misbehave(mcpHandler))
+	// The same endpoint under another path, for a redirect within the
+	// origin (RedirectTo(URL + "/moved")).
+	mux.Handle("/mcp/moved", mcpHandler)
 	s.srv = start(t, opts.CA, mux)
 	s.URL = s.srv.URL + "/mcp"
 	return s
@@ -194,6 +200,11 @@ type hugeArgs struct {
 	Bytes int `json:"bytes"`
 }
 
+type repoArgs struct {
+	Owner string `json:"owner"`
+	Repo  string `json:"repo"`
+}
+
 func (s *MCPServer) addTools(srv *mcp.Server) {
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -231,6 +242,27 @@ func (s *MCPServer) addTools(srv *mcp.Server) {
 		func(_ context.Context, _ *mcp.CallToolRequest, a hugeArgs) (*mcp.CallToolResult, any, error) {
 			return text(strings.Repeat("x", a.Bytes)), nil, nil
 		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "Say who the caller is."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return text("you sent Authorization: " + authorization(req)), nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "fail", Description: "Fail."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			r := text("refused the request with Authorization: " + authorization(req))
+			r.IsError = true
+			return r, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "get_repo", Description: "Read a repository."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a repoArgs) (*mcp.CallToolResult, any, error) {
+			return text(a.Owner + "/" + a.Repo), nil, nil
+		})
+}
+
+func authorization(req *mcp.CallToolRequest) string {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return ""
+	}
+	return req.Extra.Header.Get("Authorization")
 }
 
 type statusRecorder struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/sharedos/sharedos-mcp/internal/nearest"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -48,6 +49,11 @@ type Config struct {
 	// Upstreams are the [[upstream]] servers the kernel brokers, in the
 	// order the file declares them.
 	Upstreams []upstream.Spec
+	// Secrets are the [[secret]] tables, in order: the credentials the
+	// kernel loads at start and on each reload (secret.Load), for the
+	// {secret:NAME} references of the upstreams' env and headers values
+	// (every one of which names one of these).
+	Secrets []secret.Spec
 
 	// AllowHardLinks serves regular files with more than one name; see
 	// Server.AllowHardLinks.
@@ -65,6 +71,7 @@ type Lines struct {
 	Grants       []int // each [[grant]] header, in order
 	Upstreams    []int // each [[upstream]] header, in order
 	Integrations []int // each [[integration]] header, in order
+	Secrets      []int // each [[secret]] header, in order
 }
 
 // Rules are the config's grants and hierarchy, as the policy decides on
@@ -182,6 +189,7 @@ type fileConfig struct {
 	Grant       []fileGrant       `toml:"grant"`
 	Upstream    []upstream.Config `toml:"upstream"`
 	Integration []fileIntegration `toml:"integration"`
+	Secret      []secret.Config   `toml:"secret"`
 }
 
 type fileIntegration struct {
@@ -219,7 +227,8 @@ func Default(root string) Config {
 }
 
 // Error is a config file that cannot be used as it stands. Its
-// message names the file and, where known, the line.
+// message names the file and, where known, the line, of each problem,
+// one per line when there are several.
 type Error struct {
 	File string
 	Err  error
@@ -227,6 +236,54 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Problems lists what is wrong with the file, one problem each, in the
+// order they were found (unknown keys, the top-level values, the
+// upstreams, the grants): all that one reading can find. Only a document
+// that cannot be read on (bad TOML, a value of the wrong type) stops at
+// its first.
+func (e *Error) Problems() []error {
+	var p problems
+	if errors.As(e.Err, &p) {
+		return p
+	}
+	return []error{e.Err}
+}
+
+// problems collects what is wrong with a config document as it is read,
+// so that one run of the kernel or kernel check reports it all.
+type problems []error
+
+// add appends err's problems.
+func (p *problems) add(err error) {
+	var more problems
+	if errors.As(err, &more) {
+		*p = append(*p, more...)
+		return
+	}
+	*p = append(*p, err)
+}
+
+// err is nil, the one problem, or all of them.
+func (p problems) err() error {
+	switch len(p) {
+	case 0:
+		return nil
+	case 1:
+		return p[0]
+	}
+	return p
+}
+
+func (p problems) Error() string {
+	lines := make([]string, len(p))
+	for i, err := range p {
+		lines[i] = err.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (p problems) Unwrap() []error { return p }
 
 // DefaultPath is where the kernel looks for its config when it is
 // given none: $XDG_CONFIG_HOME/sharedos/kernel.toml, else
@@ -264,6 +321,7 @@ func Load(file string) (Config, error) {
 	if err != nil {
 		return Config{}, &Error{File: file, Err: err}
 	}
+	var errs problems
 	for _, p := range []struct {
 		key string
 		v   *string
@@ -273,7 +331,8 @@ func Load(file string) (Config, error) {
 		}
 		expanded, err := expandHome(*p.v)
 		if err != nil {
-			return Config{}, &Error{File: file, Err: fmt.Errorf("%s: %s: %w", file, p.key, err)}
+			errs.add(fmt.Errorf("%s: %s: %w", file, p.key, err))
+			continue
 		}
 		if !filepath.IsAbs(expanded) {
 			expanded = filepath.Join(base, expanded)
@@ -284,6 +343,9 @@ func Load(file string) (Config, error) {
 			}
 		}
 		*p.v = expanded
+	}
+	if err := errs.err(); err != nil {
+		return Config{}, &Error{File: file, Err: err}
 	}
 	return c, nil
 }
@@ -325,73 +387,169 @@ func Parse(name string, data []byte) (Config, error) {
 // upstream without one runs).
 func parseConfig(name string, data []byte, base string) (Config, error) {
 	var fc fileConfig
+	var errs problems
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&fc); err != nil {
-		return Config{}, decodeError(name, err)
+		var strict *toml.StrictMissingError
+		if !errors.As(err, &strict) {
+			// A document that cannot be read on past its first problem.
+			return Config{}, decodeError(name, err)
+		}
+		// Unknown keys: the rest was read, and is checked as well.
+		errs.add(decodeError(name, err))
 	}
 	c := Config{Socket: fc.Socket, AuditLog: fc.AuditLog, StateDir: fc.StateDir, AllowUIDs: fc.AllowUIDs, OperatorUIDs: fc.OperatorUIDs,
 		Root: fc.Files.Root, AllowHardLinks: fc.Files.AllowHardLinks, File: name, Lines: configLines(data)}
 	if fc.AllowUIDs != nil && len(fc.AllowUIDs) == 0 {
-		return Config{}, fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name)
+		errs.add(fmt.Errorf("%s: allow_uids is empty, so no one could connect; remove it to serve your own uid", name))
 	}
 	if fc.OperatorUIDs != nil && len(fc.OperatorUIDs) == 0 {
-		return Config{}, fmt.Errorf("%s: operator_uids is empty; remove it (the kernel's own uid and root are operators anyway)", name)
+		errs.add(fmt.Errorf("%s: operator_uids is empty; remove it (the kernel's own uid and root are operators anyway)", name))
 	}
-	if base != "" {
-		for i := range fc.Upstream {
-			cwd, err := expandHome(fc.Upstream[i].Cwd)
-			if err != nil {
-				return Config{}, upstreamError(name, data, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "cwd", Err: err})
-			}
-			fc.Upstream[i].Cwd = cwd
+	upstreamsOK := true
+	for i := range fc.Upstream {
+		if err := checkUpstream(name, data, base, fc.Upstream, i); err != nil {
+			errs.add(err)
+			upstreamsOK = false
 		}
 	}
-	specs, err := upstream.Parse(fc.Upstream, base)
-	if err != nil {
+	namespaces := slices.Clone(builtinNamespaces)
+	for _, u := range fc.Upstream {
+		if !slices.Contains(namespaces, u.Name) {
+			namespaces = append(namespaces, u.Name)
+		}
+	}
+	if upstreamsOK {
+		// What holds between the upstreams (no name twice), once each
+		// one is known to be well formed.
+		specs, err := upstream.Parse(fc.Upstream, base)
 		var ce *upstream.ConfigError
-		if errors.As(err, &ce) {
-			return Config{}, upstreamError(name, data, ce)
+		switch {
+		case errors.As(err, &ce):
+			errs.add(upstreamError(name, data, fc.Upstream, ce))
+		case err != nil:
+			errs.add(fmt.Errorf("%s: %w", name, err))
+		case len(specs) > 0:
+			c.Upstreams = specs
+			namespaces = c.Namespaces()
 		}
-		return Config{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(specs) > 0 {
-		c.Upstreams = specs
-	}
-	namespaces := c.Namespaces()
+	c.Secrets = parseSecrets(&errs, name, data, base, c.Lines, fc.Secret, fc.Upstream, c.Upstreams)
+	// The grants a hierarchy's parents may be named by: every grant with
+	// a subject, even one wrong otherwise, so that its problem is not
+	// said twice.
+	var named []policy.Grant
 	for i, g := range fc.Grant {
-		where := c.GrantRef(i)
-		r, err := policy.ParseResource(g.Resource)
-		if err != nil {
-			return Config{}, fmt.Errorf("%s: %w", where, err)
+		pg, ok := c.grant(&errs, i, g, namespaces)
+		if ok {
+			c.Grants = append(c.Grants, pg)
 		}
-		if !slices.Contains(namespaces, r.Namespace) {
-			msg := fmt.Sprintf("%s: resource %q: unknown namespace %q, so the grant could never match (the namespaces are %s)",
-				where, g.Resource, r.Namespace, strings.Join(namespaces, ", "))
-			if s := nearest.Find(r.Namespace, nearest.Names(namespaces...)); s != "" {
-				msg += fmt.Sprintf("; did you mean %s:%s?", s, r.Path)
-			}
-			return Config{}, errors.New(msg)
+		if policy.ValidateSubject(g.Subject) == nil {
+			named = append(named, policy.Grant{Subject: g.Subject})
 		}
-		pg := policy.Grant{Subject: g.Subject, Resource: r, Descendants: g.Descendants, Actions: g.Actions}
-		if err := pg.Validate(); err != nil {
-			return Config{}, fmt.Errorf("%s: %w", where, err)
-		}
-		switch e := g.Expires.(type) {
-		case nil:
-		case time.Time:
-			pg.Expires = e
-		default:
-			return Config{}, fmt.Errorf("%s: expires must be a date-time with an offset, e.g. 2027-01-01T00:00:00Z", where)
-		}
-		if err := grantBudget(g, &pg); err != nil {
-			return Config{}, fmt.Errorf("%s: %w", where, err)
-		}
-		c.Grants = append(c.Grants, pg)
 	}
-	if err := c.hierarchy(fc.Integration); err != nil {
+	h := Config{Grants: named, File: c.File, Lines: c.Lines}
+	if err := h.hierarchy(fc.Integration); err != nil {
+		errs.add(err)
+	}
+	c.Integrations, c.Hierarchy = h.Integrations, h.Hierarchy
+	if err := errs.err(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// checkUpstream checks the [[upstream]] at i on its own, its cwd expanded
+// when base (the config's directory) is known.
+func checkUpstream(name string, data []byte, base string, ups []upstream.Config, i int) error {
+	if base != "" {
+		cwd, err := expandHome(ups[i].Cwd)
+		if err != nil {
+			return upstreamError(name, data, ups, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "cwd", Err: err})
+		}
+		ups[i].Cwd = cwd
+		if ups[i].CAFile, err = expandHome(ups[i].CAFile); err != nil {
+			return upstreamError(name, data, ups, &upstream.ConfigError{Upstream: i, Tool: -1, Key: "ca_file", Err: err})
+		}
+	}
+	_, err := upstream.Parse(ups[i:i+1], base)
+	var ce *upstream.ConfigError
+	if errors.As(err, &ce) {
+		ce.Upstream = i
+		return upstreamError(name, data, ups, ce)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// grant reads [[grant]] i, adding each of its problems to errs; ok is
+// false when it had any.
+func (c *Config) grant(errs *problems, i int, g fileGrant, namespaces []string) (pg policy.Grant, ok bool) {
+	where := c.GrantRef(i)
+	var mine []string // this grant's problems, each said once
+	add := func(err error) {
+		if !slices.Contains(mine, err.Error()) {
+			mine = append(mine, err.Error())
+			errs.add(err)
+		}
+	}
+	r, err := policy.ParseResource(g.Resource)
+	switch {
+	case err != nil:
+		add(fmt.Errorf("%s: %w", where, err))
+	case !slices.Contains(namespaces, r.Namespace):
+		msg := fmt.Sprintf("%s: resource %q: unknown namespace %q, so the grant could never match (the namespaces are %s)",
+			where, g.Resource, r.Namespace, strings.Join(namespaces, ", "))
+		if s := nearest.Find(r.Namespace, nearest.Names(namespaces...)); s != "" {
+			msg += fmt.Sprintf("; did you mean %s:%s?", s, r.Path)
+		}
+		add(errors.New(msg))
+	}
+	// The subject on its own, then the rest as Validate sees it, so that
+	// a grant wrong in both says so at once.
+	if err := policy.ValidateSubject(g.Subject); err != nil {
+		add(fmt.Errorf("%s: %w", where, err))
+	}
+	pg = policy.Grant{Subject: policy.SubjectWildcard, Resource: r, Descendants: g.Descendants, Actions: g.Actions}
+	actions := nearestAction(g.Actions, policy.KnownAction, grantActions)
+	if err := pg.Validate(); err != nil {
+		add(fmt.Errorf("%s: %w%s", where, err, actions))
+	}
+	switch e := g.Expires.(type) {
+	case nil:
+	case time.Time:
+		pg.Expires = e
+	default:
+		add(fmt.Errorf("%s: expires must be a date-time with an offset, e.g. 2027-01-01T00:00:00Z", where))
+	}
+	if err := grantBudget(g, &pg); err != nil {
+		add(fmt.Errorf("%s: %w%s", where, err, actions))
+	}
+	pg.Subject = g.Subject
+	return pg, len(mine) == 0
+}
+
+// grantActions and upstreamToolActions are what a grant and an
+// [[upstream.tool]] may name, for "did you mean".
+var (
+	grantActions        = []string{policy.ActionRead, policy.ActionList, policy.ActionSearch, policy.ActionWrite, policy.ActionEscalate, policy.ActionCall}
+	upstreamToolActions = []string{policy.ActionRead, policy.ActionList, policy.ActionSearch, policy.ActionWrite, policy.ActionCall}
+)
+
+// nearestAction is "; did you mean read?" for the first action that is
+// not known and is one edit from one of names; "" otherwise.
+func nearestAction(actions []string, known func(string) bool, names []string) string {
+	for _, a := range actions {
+		if known(a) {
+			continue
+		}
+		if s := nearest.Find(a, nearest.Names(names...)); s != "" {
+			return fmt.Sprintf("; did you mean %s?", s)
+		}
+	}
+	return ""
 }
 
 // grantBudget reads a grant's ask, ask_ttl, limit and turn_limit into pg.
@@ -477,12 +635,18 @@ func (c *Config) hierarchy(decls []fileIntegration) error {
 	return nil
 }
 
-// upstreamError places an [[upstream]] problem at its line and column.
-func upstreamError(name string, data []byte, ce *upstream.ConfigError) error {
-	if line, col, ok := upstream.Locate(data, ce); ok {
-		return fmt.Errorf("%s:%d:%d: %w", name, line, col, ce)
+// upstreamError places an [[upstream]] problem at its line and column,
+// with the action an [[upstream.tool]] likely meant.
+func upstreamError(name string, data []byte, ups []upstream.Config, ce *upstream.ConfigError) error {
+	hint := ""
+	if errors.Is(ce.Err, upstream.ErrInvalidAction) && ce.Upstream < len(ups) && ce.Tool >= 0 && ce.Tool < len(ups[ce.Upstream].Tools) {
+		a := ups[ce.Upstream].Tools[ce.Tool].Action
+		hint = nearestAction([]string{a}, func(s string) bool { return slices.Contains(upstreamToolActions, s) }, upstreamToolActions)
 	}
-	return fmt.Errorf("%s: %w", name, ce)
+	if line, col, ok := upstream.Locate(data, ce); ok {
+		return fmt.Errorf("%s:%d:%d: %w%s", name, line, col, ce, hint)
+	}
+	return fmt.Errorf("%s: %w%s", name, ce, hint)
 }
 
 // configLines finds the lines of [files] root and of each [[grant]] in a
@@ -513,6 +677,9 @@ func configLines(data []byte) Lines {
 			}
 			if n.Kind == unstable.ArrayTable && key == "upstream" {
 				l.Upstreams = append(l.Upstreams, line(n))
+			}
+			if n.Kind == unstable.ArrayTable && key == "secret" {
+				l.Secrets = append(l.Secrets, line(n))
 			}
 			if n.Kind == unstable.ArrayTable && key == "integration" {
 				l.Integrations = append(l.Integrations, line(n))
@@ -555,7 +722,11 @@ func decodeError(name string, err error) error {
 			}
 			lines = append(lines, msg)
 		}
-		return errors.New(strings.Join(lines, "; "))
+		p := make(problems, len(lines))
+		for i, l := range lines {
+			p[i] = errors.New(l)
+		}
+		return p.err()
 	}
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
@@ -604,6 +775,7 @@ var wantValue = map[string]string{
 	"grant.turn_limit":         "a whole number, e.g. turn_limit = 20",
 	"files":                    "a table: [files]",
 	"files.root":               `a string, e.g. root = "~/work"`,
+	"files.allow_hard_links":   "true or false",
 	"grant":                    "tables: [[grant]]",
 	"grant.subject":            `a string, e.g. subject = "integration:claude-code"`,
 	"grant.resource":           `a string, e.g. resource = "files:/docs"`,
@@ -617,6 +789,19 @@ var wantValue = map[string]string{
 	"upstream.cwd":             `a string, e.g. cwd = "~/work"`,
 	"upstream.startup_timeout": `a Go duration string, e.g. startup_timeout = "30s"`,
 	"upstream.call_timeout":    `a Go duration string, e.g. call_timeout = "90s"`,
+	"upstream.host_paths":      "true or false",
+	"upstream.url":             `a string, e.g. url = "https://api.githubcopilot.com/mcp/"`,
+	"upstream.headers":         `a table of strings, e.g. headers = { Authorization = "Bearer {secret:github-token}" }`,
+	"upstream.ca_file":         `a string, e.g. ca_file = "~/.config/sharedos/company-ca.pem"`,
+	"upstream.auth":            `"oauth", or leave it out`,
+	"upstream.client_id":       `a string, e.g. client_id = "sharedos-mcp"`,
+	"upstream.client_secret":   `a reference to a [[secret]], e.g. client_secret = "{secret:github-client}"`,
+	"upstream.scopes":          `an array of strings, e.g. scopes = ["repo", "read:org"]`,
+	"secret":                   "tables: [[secret]]",
+	"secret.name":              `a string, e.g. name = "github-token"`,
+	"secret.file":              `a string, e.g. file = "~/.config/sharedos/secrets/github"`,
+	"secret.command":           `an array of strings, e.g. command = ["pass", "show", "github"]`,
+	"secret.env":               `a string, e.g. env = "GITHUB_TOKEN"`,
 	"upstream.tool":            "tables: [[upstream.tool]]",
 	"upstream.tool.name":       `a string, e.g. name = "read_graph"`,
 	"upstream.tool.action":     `one of "read", "list", "search", "write", "call"`,

@@ -362,7 +362,7 @@ func TestConfigRefusesBadUpstreamsWithTheirLine(t *testing.T) {
 		{"a reserved name", "[[upstream]]\nname = \"files\"\ncommand = [\"x\"]\n", `c.toml:2:1: upstream #1 name: "files": the name is reserved for the kernel's own tools`},
 		{"the other reserved name", "\n[[upstream]]\ncommand = [\"x\"]\nname = \"sharedos\"\n", `c.toml:4:1: upstream #1 name: "sharedos": the name is reserved`},
 		{"two upstreams with one name", up + "\n" + up, `c.toml:6:1: upstream #2 name: "memory": another upstream already has this name`},
-		{"no command", "[[upstream]]\nname = \"m\"\n", `c.toml:1:3: upstream #1 command: the command must name a program`},
+		{"neither command nor url", "[[upstream]]\nname = \"m\"\n", `c.toml:1:3: upstream #1: an upstream needs command (a program the kernel runs) or url (a Streamable HTTP server)`},
 		{"a bad duration", up + "call_timeout = \"soon\"\n", `c.toml:4:1: upstream #1 call_timeout: "soon" is not a duration`},
 		{"a bad action", up + "[[upstream.tool]]\nname = \"t\"\naction = \"delete\"\n", `c.toml:6:1: upstream #1 tool #1 action: "delete": the action must be one of read, list, search, write, call`},
 		{"a bad template", up + "[[upstream.tool]]\nname = \"t\"\nresource = \"/a/{b}{c}\"\n", `c.toml:6:1: upstream #1 tool #1 resource:`},

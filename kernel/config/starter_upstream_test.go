@@ -32,6 +32,10 @@ func TestTheStartersUpstreamExamplesLoadUncommented(t *testing.T) {
 	if fs == nil || !fs.HostPaths || c.Upstream("memory") == nil {
 		t.Fatalf("upstreams %+v, want fs with host_paths and memory", c.Upstreams)
 	}
+	gh, linear := c.Upstream("github"), c.Upstream("linear")
+	if gh == nil || gh.Remote == nil || len(gh.SecretRefs()) != 1 || linear == nil || linear.Remote == nil || linear.Remote.Auth != "oauth" || len(c.Secrets) != 1 {
+		t.Errorf("the remote examples: github %+v, linear %+v, secrets %+v", gh, linear, c.Secrets)
+	}
 	for _, name := range []string{"read_text_file", "write_file"} {
 		ts, ok := fs.Tool(name)
 		if ph := ts.Resource.Placeholders(); !ok || len(ph) != 1 || ph[0] != (policy.Placeholder{Name: "path", Kind: policy.KindPath}) {

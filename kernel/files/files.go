@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -142,6 +143,8 @@ type Root struct {
 	// escapes is the error os.Root returns for a path that would leave it.
 	// The os package does not export it; OpenRoot provokes it once.
 	escapes error
+	// private is what of the kernel's own is never served (SetPrivate).
+	private atomic.Pointer[[]privateEntry]
 }
 
 func OpenRoot(dir string) (*Root, error) {
@@ -244,6 +247,9 @@ func (fr *Root) identify(f *os.File) (*object, error) {
 			return nil, errNotFound
 		}
 	}
+	if fr.privateInfo(logical, info) {
+		return nil, errKernelPrivate
+	}
 	return &object{f: f, info: info, path: logical}, nil
 }
 
@@ -303,6 +309,8 @@ func pathFailure(tool, logical string, err error) Outcome {
 	switch {
 	case errors.Is(err, errOutsideRoot):
 		return denied(CodeOutsideRoot, "%s: %s %s", tool, p, errOutsideRoot)
+	case errors.Is(err, errKernelPrivate):
+		return denied(CodeKernelPrivate, "%s: %s %s", tool, p, errKernelPrivate)
 	case notFound(err):
 		return failed(kproto.CodeNotFound, "%s: %s does not exist", tool, p)
 	case errors.Is(err, syscall.ENAMETOOLONG):
@@ -861,6 +869,13 @@ func runWrite(_ context.Context, env *Call, res policy.Resource, args map[string
 		return failed(CodeNotFile, "files.write: %s is a symbolic link; write to the path it points to", shown(res.Path))
 	case old.Mode&unix.S_IFMT != unix.S_IFREG:
 		return failed(CodeNotFile, "files.write: %s exists and is not a regular file", shown(res.Path))
+	}
+	var id *fileID
+	if exists {
+		id = &fileID{uint64(old.Dev), old.Ino}
+	}
+	if env.Root.isPrivate(target.Path, id) {
+		return denied(CodeKernelPrivate, "files.write: %s %s", shown(res.Path), errKernelPrivate)
 	}
 	if o, ok := env.Commit(); !ok {
 		return o

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -202,7 +203,7 @@ func loginError(err error) error {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		code := re.ErrorCode
-		if !errorCode.MatchString(code) {
+		if !isErrorCode(code) {
 			code = "no error code"
 		}
 		status := ""
@@ -247,7 +248,7 @@ func (cb *callback) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if e := q.Get("error"); e != "" {
 		code := e
-		if !errorCode.MatchString(code) {
+		if !isErrorCode(code) {
 			code = "no error code"
 		}
 		fmt.Fprintf(w, "<p>sharedos-mcp: the authorization was refused (%s). You can close this tab.</p>", html.EscapeString(code))
@@ -277,18 +278,30 @@ func (cb *callback) wait(ctx context.Context) (*auth.AuthorizationResult, error)
 
 func (cb *callback) close() { _ = cb.srv.Close() }
 
-// openBrowser opens u with the desktop's opener when there is one. It
-// does not wait for the browser.
+// openBrowser opens u with the browser $BROWSER names (the first of its
+// colon-separated commands; "%s" in it stands for the URL, else the URL
+// is its argument), else the desktop's opener when there is one. It does
+// not wait for the browser.
 func openBrowser(u string) error {
-	opener := "xdg-open"
+	opener, args := "xdg-open", []string{u}
 	if runtime.GOOS == "darwin" {
 		opener = "open"
+	}
+	if b, _, _ := strings.Cut(os.Getenv("BROWSER"), ":"); strings.TrimSpace(b) != "" {
+		fields := strings.Fields(b)
+		opener, args = fields[0], nil
+		for _, f := range fields[1:] {
+			args = append(args, strings.ReplaceAll(f, "%s", u))
+		}
+		if !strings.Contains(b, "%s") {
+			args = append(args, u)
+		}
 	}
 	path, err := exec.LookPath(opener)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(path, u)
+	cmd := exec.Command(path, args...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

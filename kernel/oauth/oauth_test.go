@@ -3,8 +3,6 @@ package oauth
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"net/http"
@@ -51,24 +49,8 @@ func newWorld(t *testing.T, lifetime time.Duration) *world {
 	return w
 }
 
-// browser follows an authorization URL as a person's browser would, to
-// the loopback redirect; the authorization server approves by itself.
-func (w *world) browser(t *testing.T) func(string) error {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(w.ca.PEM)
-	b := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	return func(u string) error {
-		go func() {
-			resp, err := b.Get(u)
-			if err != nil {
-				t.Errorf("browser: %v", err)
-				return
-			}
-			resp.Body.Close()
-		}()
-		return nil
-	}
-}
+// browser follows an authorization URL as a person's browser would.
+func (w *world) browser(t *testing.T) func(string) error { return testoauth.Browser(t, w.ca) }
 
 func (w *world) login(t *testing.T, opts LoginOptions) (*Record, string) {
 	t.Helper()

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -318,9 +317,20 @@ type tokenResponse struct {
 	Error        string `json:"error"`
 }
 
-// errorCode keeps an error code that is one (RFC 6749 §5.2: printable
-// ASCII without quote and backslash; here, to show it, letters and '_').
-var errorCode = regexp.MustCompile(`^[a-z_]{1,64}$`)
+// isErrorCode reports whether s is an error code worth showing: RFC 6749
+// §5.2 allows printable ASCII without quote and backslash; shown here are
+// only 1 to 64 lowercase letters and '_'.
+func isErrorCode(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
 
 // exchange asks the token endpoint for new tokens with rec's refresh
 // token and resource. Its errors name the status and the error code, never
@@ -371,7 +381,7 @@ func (s *Source) exchange(ctx context.Context, rec *Record) (*Record, error) {
 	jsonErr := json.Unmarshal(body, &tr)
 	if resp.StatusCode != http.StatusOK {
 		code := "no error code"
-		if jsonErr == nil && errorCode.MatchString(tr.Error) {
+		if jsonErr == nil && isErrorCode(tr.Error) {
 			code = tr.Error
 		}
 		switch tr.Error {

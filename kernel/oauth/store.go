@@ -20,10 +20,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/sharedos/sharedos-mcp/internal/privfile"
 )
 
 // Dir is the directory of the state directory that holds the token
@@ -61,8 +60,8 @@ type Record struct {
 // Errors of the store.
 var (
 	ErrNotLoggedIn      = errors.New("no login has been made for this upstream")
-	ErrLoosePermissions = errors.New("group or others can read or write it")
-	ErrNotOwned         = errors.New("it is not owned by the kernel's uid")
+	ErrLoosePermissions = privfile.ErrLoosePermissions
+	ErrNotOwned         = privfile.ErrNotOwned
 )
 
 // PermissionError is a token file or directory the Store refuses, with
@@ -207,7 +206,7 @@ func (s *Store) Save(r *Record, keep func(onDisk *Record) bool) (written bool, e
 		if err != nil {
 			return err
 		}
-		if err := writeAtomic(s.dir, s.Path(r.Upstream), append(data, '\n')); err != nil {
+		if err := privfile.WriteAtomic(s.dir, s.Path(r.Upstream), ".tokens-*", append(data, '\n')); err != nil {
 			return err
 		}
 		written = true
@@ -237,7 +236,7 @@ func (s *Store) Delete(upstream string) (bool, error) {
 		default:
 			return err
 		}
-		return syncDir(s.dir)
+		return privfile.SyncDir(s.dir)
 	})
 	return existed, err
 }
@@ -253,67 +252,17 @@ func (s *Store) checkDir() error {
 }
 
 func (s *Store) checkPrivate(p string, fi fs.FileInfo, forbidden fs.FileMode, fix string) error {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != s.uid {
-		return &PermissionError{Path: p, Err: fmt.Errorf("%w (it is owned by uid %d, the kernel runs as uid %d)", ErrNotOwned, st.Uid, s.uid)}
-	}
-	if perm := fi.Mode().Perm(); perm&forbidden != 0 {
-		return &PermissionError{Path: p, Err: fmt.Errorf("mode %04o: %w", perm, ErrLoosePermissions), Fix: fix}
+	err := privfile.Check(fi, s.uid, forbidden)
+	switch {
+	case errors.Is(err, ErrLoosePermissions):
+		return &PermissionError{Path: p, Err: err, Fix: fix}
+	case err != nil:
+		return &PermissionError{Path: p, Err: err}
 	}
 	return nil
 }
 
 // locked runs f holding an exclusive flock on upstream's lock file.
 func (s *Store) locked(upstream string, f func() error) error {
-	l, err := os.OpenFile(filepath.Join(s.dir, upstream+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("lock %s tokens: %w", upstream, err)
-	}
-	defer l.Close() // closing releases the lock
-	for {
-		err = unix.Flock(int(l.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("lock %s tokens: %w", upstream, err)
-	}
-	return f()
-}
-
-// writeAtomic replaces path with data: a new 0600 file written and synced
-// beside it, renamed over it, the directory synced.
-func writeAtomic(dir, path string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, ".tokens-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // nothing is left by this name after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return privfile.Locked(filepath.Join(s.dir, upstream+".lock"), f)
 }

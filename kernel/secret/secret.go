@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sharedos/sharedos-mcp/internal/privfile"
 )
 
 // Config is one [[secret]] table as the kernel's TOML config holds it.
@@ -263,8 +265,8 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Errors a *Error wraps, besides fs.ErrNotExist and exec.ErrNotFound.
 var (
-	ErrLoosePermissions = errors.New("group or others can read or write it")
-	ErrNotOwned         = errors.New("it is not owned by the kernel's uid")
+	ErrLoosePermissions = privfile.ErrLoosePermissions
+	ErrNotOwned         = privfile.ErrNotOwned
 	ErrNotRegular       = errors.New("it is not a regular file")
 	ErrEnvUnset         = errors.New("the kernel's environment does not set it")
 	ErrCommandFailed    = errors.New("the command failed")
@@ -386,11 +388,8 @@ func readFile(path string, uid int) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, ErrNotRegular
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != uid {
-		return nil, fmt.Errorf("%w (it is owned by uid %d, the kernel runs as uid %d)", ErrNotOwned, st.Uid, uid)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("mode %04o: %w", perm, ErrLoosePermissions)
+	if err := privfile.Check(fi, uid, 0o077); err != nil {
+		return nil, err
 	}
 	return io.ReadAll(io.LimitReader(f, MaxLength+1))
 }

@@ -37,8 +37,26 @@ type Upstream struct {
 	Restarts int       `json:"restarts,omitempty"`
 	Stderr   []string  `json:"stderr,omitempty"` // its last lines of stderr
 
+	Transport string `json:"transport,omitempty"` // "stdio" or "streamable-http"; "" from a kernel before remote upstreams
+	URL       string `json:"url,omitempty"`       // a remote upstream's URL, without its query
+	Auth      *Auth  `json:"auth,omitempty"`      // a remote upstream's credentials
+
 	Published []Published `json:"published"`
 	Withheld  []Withheld  `json:"withheld"`
+}
+
+// Auth is how a remote upstream authenticates, never with a credential
+// in it.
+type Auth struct {
+	Method string `json:"method"` // "oauth" (kernel login), "headers" (configured, secrets in them) or "none"
+	// OAuth: a login's tokens are there, the access token is good until
+	// Expiry (zero: the server did not say), and it can be refreshed.
+	LoggedIn   bool      `json:"loggedIn,omitempty"`
+	Expiry     time.Time `json:"expiry,omitzero"`
+	CanRefresh bool      `json:"canRefresh,omitempty"`
+	// Required says why a person has to act (log in again, renew a
+	// secret); "" when nothing is.
+	Required string `json:"required,omitempty"`
 }
 
 // Published is a tool an upstream publishes, and how calls to it are

@@ -79,19 +79,31 @@ func (m *Manager) Call(ctx context.Context, t *Tool, args Forward, progress Prog
 	if args.raw == nil {
 		return nil, &CallError{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: the arguments were not resolved", t.Name), NotSent: true}
 	}
-	st, s := u.current()
+	s, state, reason := u.session()
 	if s == nil {
-		msg := fmt.Sprintf("upstream %s is %s", t.Upstream, st.State)
-		if st.Reason != "" {
-			msg += ": " + shorten(st.Reason, maxErrorText)
+		msg := fmt.Sprintf("upstream %s is %s", t.Upstream, state)
+		if reason != "" {
+			msg += ": " + shorten(reason, maxErrorText)
 		}
 		return nil, &CallError{Code: CodeUpstreamUnavailable, Message: msg, Retryable: true, NotSent: true}
 	}
 	if s.currentHash(t.UpstreamTool) != t.Hash {
 		return nil, &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("%s changed or was withdrawn by its upstream after this catalogue was taken", t.Name), NotSent: true}
 	}
-	return s.call(ctx, t, args, progress)
+	r, err := s.call(ctx, t, args, progress)
+	if ce, ok := err.(*CallError); ok {
+		// The upstream's own words are in it, and may quote what it was
+		// sent.
+		ce.Message = m.redact(ce.Message)
+	}
+	return r, err
 }
+
+// codeRejectedByTransport is the code of the SDK's jsonrpc2.ErrRejected,
+// which its HTTP transport wraps around a request that never reached the
+// server or whose answer was not a message (a status, a transport
+// error): a failure of the connection, not an answer of the server.
+const codeRejectedByTransport = -32005
 
 func (s *session) call(ctx context.Context, t *Tool, args Forward, progress ProgressFunc) (*Result, error) {
 	timeout := s.u.spec.CallTimeout
@@ -105,16 +117,37 @@ func (s *session) call(ctx context.Context, t *Tool, args Forward, progress Prog
 		defer s.removeProgress(token)
 		params.SetProgressToken(token)
 	}
-	res, err := s.cs.CallTool(callCtx, params)
+	var res *mcp.CallToolResult
+	var err error
+	var d *delivery
+	if s.remote != nil {
+		res, d, err = s.remote.callTool(callCtx, params, func() error {
+			if s.currentHash(t.UpstreamTool) != t.Hash {
+				return &CallError{Code: CodeToolUnavailable, Message: fmt.Sprintf("%s changed or was withdrawn by its upstream when it restarted", t.Name), NotSent: true}
+			}
+			return nil
+		})
+	} else {
+		res, err = s.cs.CallTool(callCtx, params)
+	}
 	if err != nil {
 		var wire *jsonrpc.Error
+		var ce *CallError
 		switch {
+		case errors.As(err, &ce):
+			return nil, ce
 		case ctx.Err() != nil:
 			return nil, &CallError{Code: CodeCancelled, Message: "cancelled", Err: err}
 		case errors.Is(context.Cause(callCtx), errCallTimeout):
 			return nil, &CallError{Code: CodeUpstreamTimeout, Message: fmt.Sprintf("%s did not answer within %v", t.Name, timeout), Retryable: true, Err: err}
 		case s.ctx.Err() != nil:
 			return nil, &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s stopped during the call", t.Upstream), Retryable: true, Err: err}
+		case s.remote != nil && (!errors.As(err, &wire) || wire.Code == codeRejectedByTransport):
+			ce := remoteFailure(t.Name, t.Upstream, err, d)
+			if ce.Code == CodeUpstreamAuthRequired {
+				s.u.setAuthRefused(authRefusal(err))
+			}
+			return nil, ce
 		case errors.As(err, &wire) && wire.Code == answerTooLarge:
 			return nil, &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s: %s", t.Name, wire.Message), Err: err}
 		case errors.As(err, &wire):
@@ -127,6 +160,9 @@ func (s *session) call(ctx context.Context, t *Tool, args Forward, progress Prog
 			s.kill("the upstream sent what the client cannot read: " + oneLine(err.Error()))
 		}
 		return nil, &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s failed during the call; it is being restarted", t.Upstream), Retryable: true, Err: err}
+	}
+	if s.remote != nil {
+		s.u.setAuthRefused("")
 	}
 	if res.IsError {
 		return nil, &CallError{Code: CodeUpstreamError, Message: fmt.Sprintf("%s: %s", t.Name, errorText(res.Content))}
@@ -146,7 +182,32 @@ func (s *session) call(ctx context.Context, t *Tool, args Forward, progress Prog
 	if n, bound := len(r.Content)+len(r.StructuredContent), s.u.m.opts.MaxResultBytes; n > bound {
 		return nil, &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s returned %d bytes, more than the %d a result may have", t.Name, n, bound)}
 	}
+	if s.u.credentials {
+		if err := s.u.m.redactResult(r); err != nil {
+			return nil, &CallError{Code: CodeUpstreamError, Message: fmt.Sprintf("%s: %v", t.Name, err)}
+		}
+	}
 	return r, nil
+}
+
+// redactResult replaces every secret and token in a result, in place.
+// A replacement that leaves a result that is not JSON (a secret that
+// spanned its structure) fails the call rather than passing it on.
+func (m *Manager) redactResult(r *Result) error {
+	for _, raw := range []*json.RawMessage{&r.Content, &r.StructuredContent} {
+		if *raw == nil {
+			continue
+		}
+		red := m.redact(string(*raw))
+		if red == string(*raw) {
+			continue
+		}
+		if !json.Valid([]byte(red)) {
+			return errors.New("its result held a credential of the kernel's that could not be taken out of it")
+		}
+		*raw = json.RawMessage(red)
+	}
+	return nil
 }
 
 // errorText is the text an isError result carries, bounded.

@@ -103,7 +103,7 @@ func TestParseRefuses(t *testing.T) {
 		{"a name with a colon", "[[upstream]]\nname = \"a:b\"\ncommand = [\"x\"]\n", 0, -1, "name", ErrInvalidName, 2},
 		{"no name", "[[upstream]]\ncommand = [\"x\"]\n", 0, -1, "name", ErrInvalidName, 1},
 		{"an empty command", "[[upstream]]\nname = \"a\"\ncommand = []\n", 0, -1, "command", ErrEmptyCommand, 3},
-		{"no command", "[[upstream]]\nname = \"a\"\n", 0, -1, "command", ErrEmptyCommand, 1},
+		{"neither command nor url", "[[upstream]]\nname = \"a\"\n", 0, -1, "", ErrNoTransport, 1},
 		{"a command whose program is empty", "[[upstream]]\nname = \"a\"\ncommand = [\"\", \"x\"]\n", 0, -1, "command", ErrEmptyCommand, 3},
 		{"an env name with '='", head + "env = { \"A=B\" = \"x\" }\n", 0, -1, "env", nil, 4},
 		{"a bad startup timeout", head + "startup_timeout = \"soon\"\n", 0, -1, "startup_timeout", nil, 4},

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 )
 
 // State is where an upstream is in its life.
@@ -37,6 +39,31 @@ type Status struct {
 	Tools    int       // how many tools it offers, while ready
 	Restarts int       // how many times it was started after the first
 	Stderr   []string  // its last lines of stderr, oldest first
+
+	Transport string      // TransportStdio or TransportHTTP
+	URL       string      // a remote upstream's URL without its query
+	Auth      *AuthStatus // a remote upstream's credentials; nil for a process
+}
+
+// How a remote upstream authenticates (AuthStatus.Method).
+const (
+	AuthMethodOAuth   = "oauth"   // tokens from kernel login
+	AuthMethodHeaders = "headers" // the configured headers, secrets in them
+	AuthMethodNone    = "none"    // nothing configured
+)
+
+// AuthStatus is how a remote upstream authenticates now, never with a
+// credential in it.
+type AuthStatus struct {
+	Method string
+	// OAuth: whether a login's tokens are there, until when the access
+	// token is good (zero: unknown), and whether it can be refreshed.
+	LoggedIn   bool
+	Expiry     time.Time
+	CanRefresh bool
+	// Required says why a person has to act (log in again, renew a
+	// secret); "" when nothing is.
+	Required string
 }
 
 // Kinds of Event. The first two are the audit events the kernel records.
@@ -45,6 +72,8 @@ const (
 	EventToolQuarantined = "upstream.tool.quarantined" // a tool's definition differs from its pin
 	EventState           = "upstream.state"            // an upstream changed state
 	EventToolsChanged    = "upstream.tools.changed"    // an upstream's tools were listed again after it said they changed
+	EventAuth            = "upstream.auth"             // a remote upstream's credentials were refused, or work again
+	EventReinitialized   = "upstream.reinitialized"    // a remote upstream's session ended and a new one took its place
 )
 
 // Event is something the kernel may want to record or show.
@@ -119,6 +148,16 @@ type Options struct {
 	Supervisor string
 	// Version is the kernel's version, told to upstreams as the client's.
 	Version string
+	// Secrets holds the values of the {secret:NAME} references in the
+	// upstreams' env, headers and client_secret; nil holds none, and an
+	// upstream that refers to one then fails to start.
+	Secrets *secret.Set
+	// Redactor is given each OAuth token the upstreams' token sources
+	// hold, and every text the Manager composes from what an upstream
+	// said (a call's failure, a state's reason, stderr) and every result
+	// of an upstream that holds a secret or a token goes through it. nil
+	// redacts nothing.
+	Redactor *secret.Redactor
 }
 
 // Manager runs the configured upstreams: it starts each one, restarts it
@@ -310,6 +349,17 @@ func (m *Manager) recordApprovals() {
 		}
 	}
 }
+
+// secrets is Options.Secrets, or an empty set.
+func (m *Manager) secrets() *secret.Set {
+	if m.opts.Secrets == nil {
+		return new(secret.Set)
+	}
+	return m.opts.Secrets
+}
+
+// redact keeps every secret and token out of text.
+func (m *Manager) redact(text string) string { return m.opts.Redactor.Redact(text) }
 
 func (m *Manager) emit(ev Event) {
 	if m.opts.OnEvent != nil {

@@ -12,12 +12,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sharedos/sharedos-mcp/hashing"
+	"github.com/sharedos/sharedos-mcp/internal/privfile"
 )
 
 // PinsFile is the name of the pins file in the state directory.
@@ -462,41 +460,15 @@ func loadPins(dir string) (pinFile, fs.FileInfo, error) {
 	return f, fi, nil
 }
 
-// writePins replaces the pins file atomically: a new file (0600) written
-// and synced beside it, renamed over it, the directory synced.
+// writePins replaces the pins file atomically (privfile.WriteAtomic).
 func writePins(dir string, f *pinFile) error {
 	f.Version = pinsVersion
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode pins: %w", err)
 	}
-	data = append(data, '\n')
-	tmp, err := os.CreateTemp(dir, ".upstream-pins-*")
-	if err != nil {
-		return fmt.Errorf("write pins: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing by this name
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write pins: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write pins: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write pins: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, PinsFile)); err != nil {
-		return fmt.Errorf("write pins: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync state directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync state directory: %w", err)
+	if err := privfile.WriteAtomic(dir, filepath.Join(dir, PinsFile), ".upstream-pins-*", append(data, '\n')); err != nil {
+		return fmt.Errorf("pins: %w", err)
 	}
 	return nil
 }
@@ -506,22 +478,7 @@ func withPinsLock(dir string, f func() error) error {
 	if err := checkPrivate(dir); err != nil {
 		return err
 	}
-	l, err := os.OpenFile(filepath.Join(dir, pinsLock), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("lock pins: %w", err)
-	}
-	defer l.Close()
-	for {
-		err = unix.Flock(int(l.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("lock pins: %w", err)
-	}
-	// Closing the file releases the lock.
-	return f()
+	return privfile.Locked(filepath.Join(dir, pinsLock), f)
 }
 
 // checkPrivate refuses a state directory others could write to: whoever
@@ -535,11 +492,8 @@ func checkPrivate(dir string) error {
 }
 
 func checkPrivateInfo(p string, fi fs.FileInfo) error {
-	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%s (mode %v): %w", p, fi.Mode().Perm(), ErrUnsafePins)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("%s is owned by uid %d: %w", p, st.Uid, ErrUnsafePins)
+	if err := privfile.Check(fi, os.Getuid(), 0o022); err != nil {
+		return fmt.Errorf("%s: %w: %w", p, err, ErrUnsafePins)
 	}
 	return nil
 }

@@ -96,6 +96,7 @@ type delivery struct {
 	status      int  // its answer's status; 0 when there was none
 	withSession bool // it carried an Mcp-Session-Id
 	tooLarge    bool // its answer was refused for its size
+	redirected  bool // its answer redirected it: the next POST is the call's own again
 }
 
 type deliveryKey struct{}
@@ -113,16 +114,21 @@ func (d *delivery) first(req *http.Request) bool {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.attempted {
+	if d.attempted && !d.redirected {
 		return false
 	}
-	d.attempted, d.withSession = true, req.Header.Get("Mcp-Session-Id") != ""
+	d.attempted, d.redirected, d.withSession = true, false, req.Header.Get("Mcp-Session-Id") != ""
 	return true
 }
 
+// answered notes the status of the call's POST. A 307 or 308 sends the
+// same POST on (webclient follows it within the origin only), so the
+// request that follows is the call's own, and its answer is the one that
+// says whether the server took the call.
 func (d *delivery) answered(status int) {
 	d.mu.Lock()
 	d.status = status
+	d.redirected = status == http.StatusTemporaryRedirect || status == http.StatusPermanentRedirect
 	d.mu.Unlock()
 }
 
@@ -252,7 +258,10 @@ func (e *eventBound) Close() error { return e.c.Close() }
 // errors call.go does not already tell (cancellation, call_timeout, a
 // JSON-RPC error from the server). Its Message names no URL query,
 // header, token or secret; its Err is the cause with every URL in it cut
-// to what webclient.Display shows.
+// to what webclient.Display shows. NotSent is set only where the server
+// cannot have acted on the call: it refused the credentials, it sent the
+// request elsewhere, its certificate was refused, or the call's POST was
+// never handed to the HTTP client.
 func remoteFailure(tool, upstreamName string, err error, d *delivery) *CallError {
 	cause := scrubbedError(err)
 	var unknownCA x509.UnknownAuthorityError
@@ -261,15 +270,16 @@ func remoteFailure(tool, upstreamName string, err error, d *delivery) *CallError
 	var record tls.RecordHeaderError
 	switch {
 	case errors.Is(err, webclient.ErrAuthRequired):
-		return &CallError{Code: CodeUpstreamAuthRequired, Message: fmt.Sprintf("upstream %s refused the kernel's credentials; a person has to renew them", upstreamName), Err: cause}
+		return &CallError{Code: CodeUpstreamAuthRequired, Message: fmt.Sprintf("upstream %s needs a person to renew the kernel's credentials for it: they are missing, or the server refused them", upstreamName), NotSent: true, Err: cause}
 	case errors.Is(err, errAnswerTooLarge) || d != nil && d.wasTooLarge():
 		return &CallError{Code: CodeTooLarge, Message: fmt.Sprintf("%s answered with more than a result may hold", tool), Err: cause}
 	case errors.Is(err, webclient.ErrRedirect):
-		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s redirected the call to another origin, which is not followed", upstreamName), Retryable: true, Err: cause}
+		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s redirected the call to another origin, which is not followed", upstreamName), Retryable: true, NotSent: true, Err: cause}
 	case errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &record):
-		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s: its TLS certificate could not be verified", upstreamName), Retryable: true, Err: cause}
+		return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s: its TLS certificate could not be verified", upstreamName), Retryable: true, NotSent: true, Err: cause}
 	}
-	return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s could not be reached or did not answer the call", upstreamName), Retryable: true, Err: cause}
+	return &CallError{Code: CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %s could not be reached or did not answer the call", upstreamName), Retryable: true,
+		NotSent: d != nil && !d.wasAttempted(), Err: cause}
 }
 
 // scrubbedError is err's text with every URL in it cut to scheme, host and
@@ -313,12 +323,16 @@ func isSchemeByte(c byte) bool {
 }
 
 // remoteSession is the MCP session with a remote upstream, which a server
-// that restarted forgets: it answers 404 to the session's requests. The
-// session is then initialized again, once, and the call sent again, but
-// only a call the server never took (404 to its own POST, or never sent
-// because the session was already known gone); a call the server may have
-// acted on is never sent twice. Until session.go holds it, this is where
-// that path lives and is tested.
+// that restarted forgets: it answers 404 to the session's requests, or
+// its stream of server messages breaks. The session is then initialized
+// again, once, and a call sent again, but only a call the server never
+// took (404 to its own POST, or never sent because the session had
+// already ended); a call the server may have acted on is never sent
+// twice. A session that ends while idle is initialized again at once,
+// so the next call does not wait for it (unless it ends again within
+// reinitWindow of its last re-initialization: then the next call does
+// it). One whose re-initialization fails is lost, and its upstream is
+// restarted with its backoff.
 type remoteSession struct {
 	// connect starts a new MCP session: the SDK client's Connect on a
 	// new remoteTransport.
@@ -330,14 +344,29 @@ type remoteSession struct {
 	relist func(ctx context.Context, cs *mcp.ClientSession) error
 	// timeout bounds a re-initialization: the upstream's startup_timeout.
 	timeout time.Duration
+	// reinitialized, when set, is told of each re-initialization that
+	// succeeded and why the session it replaced ended; it must not block.
+	reinitialized func(why error)
 
-	mu      sync.Mutex
-	live    *liveSession
-	gen     int         // counts sessions; a re-initialization is for one generation
-	pending *reinitCall // the re-initialization under way
-	lost    chan struct{}
-	lostErr error // why the session is lost for good
+	mu         sync.Mutex
+	live       *liveSession
+	gen        int         // counts sessions; a re-initialization is for one generation
+	pending    *reinitCall // the re-initialization under way
+	lastReinit time.Time   // when the last one began
+	closed     bool        // Close was called: an ending session is the kernel's doing
+	lost       chan struct{}
+	lostErr    error // why the session is lost for good
 }
+
+// reinitWindow is how long after a re-initialization a session that
+// ends again, with no call having asked, is left ended until a call needs
+// it: a server that keeps dropping sessions is not reconnected without
+// end.
+const reinitWindow = 10 * time.Second
+
+// sessionEndWait bounds how long a call that was never sent waits for
+// its session to be known ended before it fails as it is.
+const sessionEndWait = time.Second
 
 // liveSession is one MCP session and, once it has ended, why.
 type liveSession struct {
@@ -366,15 +395,31 @@ var errSessionLost = errors.New("the remote session was lost and could not be in
 
 func newRemoteSession(cs *mcp.ClientSession, connect func(context.Context) (*mcp.ClientSession, error),
 	relist func(context.Context, *mcp.ClientSession) error, timeout time.Duration) *remoteSession {
-	return &remoteSession{live: watch(cs), connect: connect, relist: relist, timeout: timeout, lost: make(chan struct{})}
+	r := &remoteSession{live: watch(cs), connect: connect, relist: relist, timeout: timeout, lost: make(chan struct{})}
+	go r.watchLive(r.live, 0)
+	return r
 }
 
-// Lost is closed once a re-initialization failed: the session cannot be
-// used any more, and err says why.
+// Lost is closed once the session cannot be used any more (a
+// re-initialization failed, or the session kept ending); err says why.
 func (r *remoteSession) Lost() (<-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lost, r.lostErr
+}
+
+// lose ends the session for good with why, unless it already is.
+func (r *remoteSession) lose(why error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loseLocked(why)
+}
+
+func (r *remoteSession) loseLocked(why error) {
+	if r.lostErr == nil {
+		r.lostErr = fmt.Errorf("%w: %w", errSessionLost, why)
+		close(r.lost)
+	}
 }
 
 func (r *remoteSession) current() (*liveSession, int, error) {
@@ -384,6 +429,35 @@ func (r *remoteSession) current() (*liveSession, int, error) {
 		return nil, 0, r.lostErr
 	}
 	return r.live, r.gen, nil
+}
+
+// client is the session calls go to now; nil once it is lost.
+func (r *remoteSession) client() *mcp.ClientSession {
+	if live, _, err := r.current(); err == nil {
+		return live.cs
+	}
+	return nil
+}
+
+// watchLive initializes the session again as soon as generation gen ends
+// by itself, so that the next call finds a session ready, unless a
+// re-initialization is already under way, the kernel closed it, or it
+// ends again within reinitWindow of the last one: then the next call
+// initializes it (reinitialize), so a server that keeps dropping
+// sessions costs one initialization per call, never a loop.
+func (r *remoteSession) watchLive(l *liveSession, gen int) {
+	<-l.ended
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed || r.gen != gen || r.lostErr != nil || r.pending != nil:
+		return
+	case !r.lastReinit.IsZero() && time.Since(r.lastReinit) < reinitWindow:
+		return
+	}
+	p := &reinitCall{done: make(chan struct{})}
+	r.pending = p
+	go r.runReinit(p, l.why)
 }
 
 // callTool calls a tool, re-initializing the session once if the server
@@ -416,23 +490,29 @@ func (r *remoteSession) callTool(ctx context.Context, params *mcp.CallToolParams
 	return res, d, err
 }
 
-// forgotten reports whether a call failed because the server no longer
-// knew the session and never took the call: its own POST was answered
-// 404, or it was never sent because the session had already ended on a
-// 404 another request of it got (a concurrent call, the standalone
-// stream).
+// forgotten reports whether a call failed without the server taking it,
+// so that it may be sent on a new session: its own POST was answered 404
+// (the server no longer knew the session), or it was never sent because
+// the session had already ended (a concurrent call's 404, the stream of
+// server messages broken).
 func forgotten(ctx context.Context, live *liveSession, err error, d *delivery) bool {
 	if d.wasAttempted() {
 		return d.sessionForgotten()
 	}
+	// A closing session is sure to end; after any other error the call
+	// waits a little for the end, which may follow the error it caused.
+	var timeout <-chan time.Time
 	if !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) {
-		return false
+		t := time.NewTimer(sessionEndWait)
+		defer t.Stop()
+		timeout = t.C
 	}
-	// The session is closing: wait for why.
 	select {
 	case <-live.ended:
-		return errors.Is(live.why, mcp.ErrSessionMissing)
+		return true
 	case <-ctx.Done():
+		return false
+	case <-timeout:
 		return false
 	}
 }
@@ -454,7 +534,7 @@ func (r *remoteSession) reinitialize(ctx context.Context, gen int) error {
 	if p == nil {
 		p = &reinitCall{done: make(chan struct{})}
 		r.pending = p
-		go r.runReinit(p)
+		go r.runReinit(p, mcp.ErrSessionMissing)
 	}
 	r.mu.Unlock()
 	select {
@@ -465,7 +545,12 @@ func (r *remoteSession) reinitialize(ctx context.Context, gen int) error {
 	}
 }
 
-func (r *remoteSession) runReinit(p *reinitCall) {
+// runReinit connects a new session and lists its tools again; why is
+// what ended the one it replaces. r.pending is p.
+func (r *remoteSession) runReinit(p *reinitCall, why error) {
+	r.mu.Lock()
+	r.lastReinit = time.Now()
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	cs, err := r.connect(ctx)
@@ -476,28 +561,37 @@ func (r *remoteSession) runReinit(p *reinitCall) {
 	}
 	r.mu.Lock()
 	old := r.live
-	if err == nil {
+	switch {
+	case err == nil && r.closed:
+		err = errors.New("the session was closed")
+		cs.Close()
+	case err == nil:
 		r.live = watch(cs)
 		r.gen++
-	} else {
-		r.lostErr = fmt.Errorf("%w: %w", errSessionLost, err)
+		go r.watchLive(r.live, r.gen)
+	default:
+		r.loseLocked(err)
 		err = r.lostErr
-		close(r.lost)
 	}
 	r.pending = nil
 	p.err = err
 	r.mu.Unlock()
 	close(p.done)
 	if err == nil {
-		// The server forgot it: Close sends no DELETE for a session
-		// known missing.
+		// The server forgot it or dropped it: Close sends no DELETE for
+		// a session known missing, and a failed one is closing already.
 		_ = old.cs.Close()
+		if r.reinitialized != nil {
+			r.reinitialized(why)
+		}
 	}
 }
 
-// Close ends the current session.
+// Close ends the current session; a re-initialization under way ends
+// without replacing it.
 func (r *remoteSession) Close() error {
 	r.mu.Lock()
+	r.closed = true
 	live := r.live
 	r.mu.Unlock()
 	return live.cs.Close()

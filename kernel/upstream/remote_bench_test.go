@@ -37,8 +37,8 @@ func BenchmarkRemoteCall(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer cs.Close()
 				r := newRemoteSession(cs, nil, nil, 0)
+				defer r.Close()
 				params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}}
 				b.ReportAllocs()
 				for b.Loop() {

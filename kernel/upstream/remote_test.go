@@ -83,7 +83,7 @@ func TestTheWrongCAIsRefused(t *testing.T) {
 				t.Fatal("connected")
 			}
 			ce := remoteFailure("x.echo", "x", err, nil)
-			if ce.Code != CodeUpstreamUnavailable || !strings.Contains(ce.Message, "TLS certificate could not be verified") {
+			if ce.Code != CodeUpstreamUnavailable || !ce.NotSent || !strings.Contains(ce.Message, "TLS certificate could not be verified") {
 				t.Errorf("failure = %+v", ce)
 			}
 		})
@@ -129,7 +129,7 @@ func TestRefusedCredentialsAreAuthRequired(t *testing.T) {
 	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{Token: "right-token-0123456789"})
 	_, err := connectRemote(t, RemoteOptions{URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer wrong-token-0123456789"}})
 	ce := remoteFailure("x.echo", "x", err, nil)
-	if ce.Code != CodeUpstreamAuthRequired || ce.Retryable {
+	if ce.Code != CodeUpstreamAuthRequired || ce.Retryable || !ce.NotSent {
 		t.Fatalf("failure = %+v (%v)", ce, err)
 	}
 	if strings.Contains(ce.Message+ce.Err.Error(), "wrong-token") {
@@ -173,7 +173,7 @@ func TestA401StormIsOneRefreshThenAuthRequired(t *testing.T) {
 	tokens := &countingTokens{token: "first-token-0123456789"}
 	cs := mustConnect(t, RemoteOptions{URL: srv.URL, Tokens: tokens})
 	srv.RefuseAll(true)
-	_, d, err := newRemoteSession(cs, nil, nil, time.Second).callTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}, nil)
+	_, d, err := wrapRemote(t, cs, RemoteOptions{URL: srv.URL, Tokens: tokens}).callTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}, nil)
 	ce := remoteFailure("x.echo", "x", err, d)
 	if ce.Code != CodeUpstreamAuthRequired || ce.Retryable {
 		t.Fatalf("failure = %+v (%v)", ce, err)
@@ -201,7 +201,7 @@ func TestAnAnswerOverTheBoundFailsItsCallOnly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{JSONResponse: jsonResponse})
 			cs := mustConnect(t, RemoteOptions{URL: srv.URL, MaxResultBytes: 1000})
-			r := newRemoteSession(cs, nil, nil, time.Second)
+			r := wrapRemote(t, cs, RemoteOptions{URL: srv.URL, MaxResultBytes: 1000})
 			_, d, err := r.callTool(t.Context(), &mcp.CallToolParams{Name: "huge", Arguments: map[string]any{"bytes": 200 << 10}}, nil)
 			if err == nil {
 				t.Fatal("a 200 KiB answer was read whole")
@@ -241,8 +241,16 @@ func TestTheSDKEndsASessionTheServerForgot(t *testing.T) {
 	}
 }
 
+// wrapRemote makes cs a remoteSession that reconnects with o, closed
+// before cs when the test ends.
+func wrapRemote(t *testing.T, cs *mcp.ClientSession, o RemoteOptions) *remoteSession {
+	r := newRemoteSession(cs, dialer(o), nil, 10*time.Second)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 // newTestRemoteSession connects to srv and wraps the session as session.go
-// will: reconnecting over a new transport and counting relistings.
+// does: reconnecting over a new transport and counting relistings.
 func newTestRemoteSession(t *testing.T, o RemoteOptions, relisted *atomic.Int64) *remoteSession {
 	t.Helper()
 	connect := dialer(o)
@@ -328,6 +336,69 @@ func TestAServerThatRestartedIsInitializedAgainOnceItsStreamLearnsIt(t *testing.
 	}
 }
 
+func TestAForgottenSessionBehindARedirectWithinTheOriginIsInitializedAgain(t *testing.T) {
+	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
+	var relisted atomic.Int64
+	r := newTestRemoteSession(t, RemoteOptions{URL: srv.URL}, &relisted)
+	if _, _, err := callEcho(t.Context(), r, "before", nil); err != nil {
+		t.Fatal(err)
+	}
+	// The server moved its endpoint and forgot its sessions: the call's
+	// POST is redirected (307, same origin) and the POST that follows is
+	// answered 404. That answer, not the redirect's, says the server never
+	// took the call.
+	srv.RedirectTo(srv.URL + "/moved")
+	srv.Forget()
+	if got, _, err := callEcho(t.Context(), r, "after", nil); err != nil || got != "after" {
+		t.Fatalf("echo after the move = %q, %v", got, err)
+	}
+	if got := srv.Calls("echo"); got != 2 {
+		t.Errorf("the server ran echo %d times, want 2", got)
+	}
+}
+
+func TestASessionThatKeepsEndingWaitsForACall(t *testing.T) {
+	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
+	var relisted atomic.Int64
+	r := newTestRemoteSession(t, RemoteOptions{URL: srv.URL}, &relisted)
+	reinitialized := make(chan error, 4)
+	r.mu.Lock()
+	r.reinitialized = func(why error) { reinitialized <- why }
+	r.mu.Unlock()
+	// Idle, its stream broken by a restart: initialized again at once,
+	// before any call asks.
+	srv.Restart()
+	if why := <-reinitialized; !errors.Is(why, mcp.ErrSessionMissing) {
+		t.Errorf("the session ended with %v", why)
+	}
+	if relisted.Load() != 1 || srv.Initializes() != 2 {
+		t.Errorf("relisted %d times, %d initializations", relisted.Load(), srv.Initializes())
+	}
+	// Again within reinitWindow: left ended, not lost, until a call
+	// needs it; the call initializes it and goes through.
+	live, _, _ := r.current()
+	srv.Restart()
+	<-live.ended
+	if lost, _ := r.Lost(); isClosed(lost) {
+		t.Fatal("the session is lost")
+	}
+	if got, _, err := callEcho(t.Context(), r, "after", nil); err != nil || got != "after" {
+		t.Fatalf("echo after the second restart = %q, %v", got, err)
+	}
+	if srv.Initializes() != 3 || srv.Calls("echo") != 1 {
+		t.Errorf("%d initializations and %d calls of echo, want 3 and 1", srv.Initializes(), srv.Calls("echo"))
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 func TestACallTheServerMayHaveTakenIsNeverSentAgain(t *testing.T) {
 	srv := testoauth.NewMCPServer(t, testoauth.MCPOptions{})
 	var relisted atomic.Int64
@@ -345,7 +416,8 @@ func TestACallTheServerMayHaveTakenIsNeverSentAgain(t *testing.T) {
 	if err == nil {
 		t.Fatal("the slow call succeeded")
 	}
-	if ce := remoteFailure("x.slow", "x", err, d); ce.Code != CodeUpstreamUnavailable || !ce.Retryable {
+	// It was sent, and may have acted: an effect is assumed.
+	if ce := remoteFailure("x.slow", "x", err, d); ce.Code != CodeUpstreamUnavailable || !ce.Retryable || ce.NotSent {
 		t.Errorf("failure = %+v (%v)", ce, err)
 	}
 	if got := srv.Calls("slow"); got != 1 {

@@ -37,12 +37,15 @@ const lineEnvelope = 64 << 10
 // cannot make the kernel list, pin and report without end.
 const refreshInterval = time.Second
 
-// session is one run of an upstream: its process and its MCP connection.
+// session is one run of an upstream: its process and its MCP connection,
+// or, for a remote upstream, its MCP session over Streamable HTTP (which
+// may be initialized again within the run: see remoteSession).
 type session struct {
 	u      *upstream
-	cs     *mcp.ClientSession
-	proc   *process
-	server string // name and version the upstream reported
+	cs     *mcp.ClientSession // a process's; a remote upstream's is remote.client()
+	proc   *process           // nil for a remote upstream
+	remote *remoteSession     // nil for a process
+	server string             // name and version the upstream reported
 
 	ctx    context.Context // ends when the session is stopped; calls end with it
 	cancel context.CancelFunc
@@ -59,25 +62,43 @@ type session struct {
 	killed   string // why the kernel ended the session, if it did
 }
 
-// start starts the upstream through its supervisor, initializes the MCP
-// session and lists its tools, all within the startup timeout.
+func (u *upstream) newSession() *session {
+	s := &session{u: u, refresh: make(chan struct{}, 1), done: make(chan struct{}), progress: map[string]ProgressFunc{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// newClient is the SDK client of the session: every connection it makes
+// reports list changes and progress to the session.
+func (s *session) newClient() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "sharedos-mcp", Version: s.u.m.opts.Version}, &mcp.ClientOptions{
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.listChanged() },
+		ProgressNotificationHandler: s.onProgress,
+		Logger:                      slog.New(slog.NewTextHandler(sdkLog{s.u.log}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+}
+
+// start starts the upstream (a process through its supervisor, or a
+// connection to a remote server), initializes the MCP session and lists
+// its tools, all within the startup timeout.
 func (u *upstream) start(ctx context.Context) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, u.spec.StartupTimeout)
 	defer cancel()
-	s := &session{u: u, refresh: make(chan struct{}, 1), done: make(chan struct{}), progress: map[string]ProgressFunc{}}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	proc, transport, err := u.newProcess()
+	if u.spec.Remote != nil {
+		return u.startRemote(ctx)
+	}
+	env, err := u.m.secrets().ExpandValues(u.spec.Env)
+	if err != nil {
+		return nil, fmt.Errorf("env %w", err)
+	}
+	s := u.newSession()
+	proc, transport, err := u.newProcess(env)
 	if err != nil {
 		return nil, err
 	}
 	s.proc = proc
 	u.log.Debug().Str("command", commandLine(u.spec.Command)).Str("dir", u.spec.Dir).Msg("starting upstream")
-	client := mcp.NewClient(&mcp.Implementation{Name: "sharedos-mcp", Version: u.m.opts.Version}, &mcp.ClientOptions{
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.listChanged() },
-		ProgressNotificationHandler: s.onProgress,
-		Logger:                      slog.New(slog.NewTextHandler(sdkLog{u.log}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
+	cs, err := s.newClient().Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
 		// Why, before stopping it: the stop would be its exit.
 		err = proc.failure(ctx, "initialize", u.spec.StartupTimeout, err)
@@ -85,15 +106,13 @@ func (u *upstream) start(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	s.cs = cs
-	if r := cs.InitializeResult(); r != nil && r.ServerInfo != nil {
-		s.server = strings.TrimSpace(r.ServerInfo.Name + " " + r.ServerInfo.Version)
-	}
+	s.server = serverName(cs)
 	go func() {
 		_ = cs.Wait()
 		close(s.done)
 	}()
 	go s.watchExit()
-	tools, err := s.fetchTools(ctx)
+	tools, err := s.fetchTools(ctx, cs)
 	if err != nil {
 		err = proc.failure(ctx, "list tools", u.spec.StartupTimeout, err)
 		s.stop()
@@ -103,6 +122,31 @@ func (u *upstream) start(ctx context.Context) (*session, error) {
 	s.wg.Add(1)
 	go s.refresher()
 	return s, nil
+}
+
+// serverName is the name and version a server reported.
+func serverName(cs *mcp.ClientSession) string {
+	if r := cs.InitializeResult(); r != nil && r.ServerInfo != nil {
+		return strings.TrimSpace(r.ServerInfo.Name + " " + r.ServerInfo.Version)
+	}
+	return ""
+}
+
+// client is the MCP session calls and listings go to now; nil once a
+// remote session is lost.
+func (s *session) client() *mcp.ClientSession {
+	if s.remote != nil {
+		return s.remote.client()
+	}
+	return s.cs
+}
+
+// pid is the upstream's process, 0 for a remote upstream.
+func (s *session) pid() int {
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.upstreamPID()
 }
 
 // watchExit ends the session as soon as the upstream itself has exited,
@@ -135,14 +179,17 @@ func (w sdkLog) Write(p []byte) (int, error) {
 
 // fetchTools lists the upstream's tools, all pages, up to one more than
 // MaxToolsPerUpstream. An upstream that does not offer tools has none.
-func (s *session) fetchTools(ctx context.Context) ([]*mcp.Tool, error) {
-	if r := s.cs.InitializeResult(); r == nil || r.Capabilities == nil || r.Capabilities.Tools == nil {
+func (s *session) fetchTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+	if cs == nil {
+		return nil, errSessionLost
+	}
+	if r := cs.InitializeResult(); r == nil || r.Capabilities == nil || r.Capabilities.Tools == nil {
 		return nil, nil
 	}
 	var tools []*mcp.Tool
 	params := &mcp.ListToolsParams{}
 	for range maxListPages {
-		res, err := s.cs.ListTools(ctx, params)
+		res, err := cs.ListTools(ctx, params)
 		if err != nil {
 			return nil, err
 		}
@@ -236,7 +283,7 @@ func (s *session) refresher() {
 		}
 		last = time.Now()
 		ctx, cancel := context.WithTimeout(s.ctx, s.u.spec.StartupTimeout)
-		tools, err := s.fetchTools(ctx)
+		tools, err := s.fetchTools(ctx, s.client())
 		cancel()
 		if err != nil {
 			if s.ctx.Err() == nil {
@@ -257,10 +304,15 @@ func (s *session) kill(reason string) {
 		s.killed = reason
 	}
 	s.mu.Unlock()
-	if first {
-		s.u.log.Warn().Str("reason", reason).Msg("ending the upstream's session")
-		go s.cs.Close()
+	if !first {
+		return
 	}
+	s.u.log.Warn().Str("reason", reason).Msg("ending the upstream's session")
+	if s.remote != nil {
+		s.remote.lose(errors.New(reason))
+		return
+	}
+	go s.cs.Close()
 }
 
 // wait returns why the session ended, once it has, or "" when ctx ended
@@ -277,6 +329,10 @@ func (s *session) wait(ctx context.Context) string {
 	if reason != "" {
 		return reason
 	}
+	if s.remote != nil {
+		_, why := s.remote.Lost()
+		return s.u.m.redact(scrubbedError(why).Error())
+	}
 	s.proc.waitReported(s.u.m.opts.StopGrace)
 	if how := s.proc.exitReport(); how != "" {
 		return "the upstream exited (" + how + ")"
@@ -289,6 +345,10 @@ func (s *session) wait(ctx context.Context) string {
 func (s *session) stop() {
 	s.cancel()
 	s.wg.Wait()
+	if s.remote != nil {
+		_ = s.remote.Close()
+		return
+	}
 	_ = s.cs.Close()
 	s.proc.stop(s.u.m.opts.StopGrace)
 }
@@ -309,9 +369,9 @@ type process struct {
 	exit     string // how the upstream exited, as the supervisor saw it
 }
 
-// newProcess prepares the supervisor's command and the transport that
-// starts it.
-func (u *upstream) newProcess() (*process, mcp.Transport, error) {
+// newProcess prepares the supervisor's command, with env (the configured
+// variables, secrets in them replaced), and the transport that starts it.
+func (u *upstream) newProcess(env map[string]string) (*process, mcp.Transport, error) {
 	var pipes [6]*os.File // lifeline r, w; status r, w; stderr r, w
 	for i := 0; i < len(pipes); i += 2 {
 		r, w, err := os.Pipe()
@@ -328,7 +388,7 @@ func (u *upstream) newProcess() (*process, mcp.Transport, error) {
 	args := append([]string{supervisorArg, grace.String(), "--"}, u.spec.Command...)
 	cmd := exec.Command(u.m.opts.Supervisor, args...)
 	cmd.Args[0] = os.Args[0] // what ps shows: the kernel's name, not /proc/self/exe
-	cmd.Env = environ(&u.spec, os.LookupEnv)
+	cmd.Env = environ(env, os.LookupEnv)
 	cmd.Dir = u.spec.Dir
 	cmd.Stderr = errW
 	cmd.ExtraFiles = []*os.File{lifeR, statW} // fds 3 and 4: lifelineFD, statusFD

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharedos/sharedos-mcp/hashing"
+	"github.com/sharedos/sharedos-mcp/internal/nearest"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -221,8 +223,11 @@ func judge(spec *Spec, tools []*mcp.Tool) []listed {
 	}
 	for _, n := range sortedKeys(spec.Tools) {
 		if offered[n] == 0 {
-			out = append(out, listed{withheld: &Withheld{Upstream: spec.Name, Tool: n, Name: spec.Name + "." + n, Reason: ReasonNotOffered,
-				Detail: fmt.Sprintf("a [[upstream.tool]] names %q, which the upstream does not offer", n)}})
+			detail := fmt.Sprintf("a [[upstream.tool]] names %q, which the upstream does not offer", n)
+			if s := nearest.Find(n, nearest.Names(slices.Sorted(maps.Keys(offered))...)); s != "" {
+				detail += fmt.Sprintf("; did you mean %q?", s)
+			}
+			out = append(out, listed{withheld: &Withheld{Upstream: spec.Name, Tool: n, Name: spec.Name + "." + n, Reason: ReasonNotOffered, Detail: detail}})
 		}
 	}
 	return out

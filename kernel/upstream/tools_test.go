@@ -222,14 +222,13 @@ func TestResolveAndForwardedArguments(t *testing.T) {
 func TestEnvironIsOnlyPathHomeAndTheConfiguredVariables(t *testing.T) {
 	kernelEnv := map[string]string{"PATH": "/bin", "HOME": "/home/k", "AWS_SECRET_ACCESS_KEY": "s", "SHAREDOS_SOCKET": "/s"}
 	lookup := func(k string) (string, bool) { v, ok := kernelEnv[k]; return v, ok }
-	spec := &Spec{Env: map[string]string{"TOKEN": "t", "HOME": "/home/u"}}
-	got := environ(spec, lookup)
+	got := environ(map[string]string{"TOKEN": "t", "HOME": "/home/u"}, lookup)
 	want := []string{"HOME=/home/u", "PATH=/bin", "TOKEN=t"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("environ = %q, want %q", got, want)
 	}
 	delete(kernelEnv, "HOME")
-	if got := environ(&Spec{}, lookup); !reflect.DeepEqual(got, []string{"PATH=/bin"}) {
+	if got := environ(nil, lookup); !reflect.DeepEqual(got, []string{"PATH=/bin"}) {
 		t.Errorf("without HOME: %q", got)
 	}
 }

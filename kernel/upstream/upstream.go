@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sharedos/sharedos-mcp/kernel/oauth"
 )
 
 // upstream is one configured upstream and its life: started, ready,
@@ -16,22 +18,36 @@ type upstream struct {
 	spec   Spec
 	log    zerolog.Logger
 	stderr *stderrLog // across restarts, so the last lines survive a crash
+	// credentials: the upstream is given a secret or a token, which its
+	// results could quote back (they are redacted).
+	credentials bool
 
 	settled    chan struct{} // closed once it has been ready or failed once
 	settleOnce sync.Once
 
-	mu     sync.Mutex
-	status Status
-	sess   *session // while ready
+	mu          sync.Mutex
+	status      Status
+	sess        *session      // while ready
+	tokens      *oauth.Source // auth = "oauth": made at the first start, kept across sessions
+	authRefused string        // why the server last refused the credentials; "" once it took them
 }
 
 func newUpstream(m *Manager, spec Spec) *upstream {
 	log := m.opts.Log.With().Str("upstream", spec.Name).Logger()
 	return &upstream{
 		m: m, spec: spec, log: log, stderr: newStderrLog(log, time.Now),
-		settled: make(chan struct{}),
-		status:  Status{Name: spec.Name, State: StateStarting, Since: time.Now()},
+		settled:     make(chan struct{}),
+		credentials: spec.Remote != nil && spec.Remote.Auth == AuthOAuth || len(spec.SecretRefs()) > 0,
+		status:      Status{Name: spec.Name, State: StateStarting, Since: time.Now(), Transport: spec.Transport(), URL: spec.DisplayURL()},
 	}
+}
+
+// session returns the session while ready, else the state and why: what
+// a call needs, without the rest of the status.
+func (u *upstream) session() (*session, State, string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sess, u.status.State, u.status.Reason
 }
 
 // current returns the status and, while ready, the session.
@@ -39,7 +55,12 @@ func (u *upstream) current() (Status, *session) {
 	u.mu.Lock()
 	st, s := u.status, u.sess
 	u.mu.Unlock()
+	st.Reason = u.m.redact(st.Reason)
 	st.Stderr = u.stderr.lastLines()
+	for i, l := range st.Stderr {
+		st.Stderr[i] = u.m.redact(l)
+	}
+	st.Auth = u.authStatus()
 	if s != nil {
 		st.Tools = s.toolCount()
 	}
@@ -67,7 +88,7 @@ func (u *upstream) run(ctx context.Context) {
 				return
 			}
 			u.set(func(st *Status) { st.State, st.Reason, st.Retry = StateFailed, err.Error(), time.Now().Add(delay) })
-			if !sleep(ctx, delay) {
+			if !u.waitRetry(ctx, delay) {
 				u.set(func(st *Status) { st.State, st.Reason, st.Retry = StateStopped, "", time.Time{} })
 				return
 			}
@@ -78,7 +99,7 @@ func (u *upstream) run(ctx context.Context) {
 		u.mu.Lock()
 		u.sess = s
 		u.mu.Unlock()
-		u.set(func(st *Status) { st.State, st.PID, st.Server = StateReady, s.proc.upstreamPID(), s.server })
+		u.set(func(st *Status) { st.State, st.PID, st.Server = StateReady, s.pid(), s.server })
 		u.settle()
 		reason := s.wait(ctx)
 		u.mu.Lock()
@@ -129,7 +150,12 @@ func (u *upstream) set(change func(*Status)) {
 			ev = ev.Strs("lastStderr", st.Stderr)
 		}
 	case StateReady:
-		ev = ev.Int("pid", st.PID).Str("server", st.Server)
+		if st.URL != "" {
+			ev = ev.Str("url", st.URL)
+		} else {
+			ev = ev.Int("pid", st.PID)
+		}
+		ev = ev.Str("server", st.Server)
 	}
 	ev.Str("state", string(st.State)).Msg("upstream " + string(st.State))
 	u.m.emit(Event{Kind: EventState, Upstream: u.spec.Name, Status: &st})
@@ -151,14 +177,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // kernel has them, then the configured variables (which may override
 // them), and nothing else: the kernel's own environment may hold
 // credentials meant for other programs.
-func environ(spec *Spec, lookup func(string) (string, bool)) []string {
+func environ(configured map[string]string, lookup func(string) (string, bool)) []string {
 	vars := map[string]string{}
 	for _, k := range []string{"PATH", "HOME"} {
 		if v, ok := lookup(k); ok {
 			vars[k] = v
 		}
 	}
-	for k, v := range spec.Env {
+	for k, v := range configured {
 		vars[k] = v
 	}
 	env := make([]string, 0, len(vars))

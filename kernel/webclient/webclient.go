@@ -153,20 +153,32 @@ var ownedHeaders = []string{
 	"Mcp-Protocol-Version", "Mcp-Session-Id", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// CheckHeader says what is wrong with a configured header, if anything:
+// a name that is not a token or a value with a control character
+// (ErrBadHeader), or a header the transport sets (ErrOwnedHeader;
+// Authorization too when withToken, a token source giving it). The error
+// names the header, never its value.
+func CheckHeader(name, value string, withToken bool) error {
+	canon := http.CanonicalHeaderKey(name)
+	switch {
+	case !validHeaderName(name) || !validHeaderValue(value):
+		return fmt.Errorf("header %s: %w", safeName(name), ErrBadHeader)
+	case slices.Contains(ownedHeaders, canon) || withToken && canon == "Authorization":
+		return fmt.Errorf("header %s: %w", canon, ErrOwnedHeader)
+	}
+	return nil
+}
+
 // New returns a client as the package doc says, or an error naming what is
 // wrong with opts (a header by its name, never its value; the CA file by
 // its path).
 func New(opts Options) (*http.Client, error) {
 	headers := http.Header{}
 	for name, v := range opts.Headers {
-		canon := http.CanonicalHeaderKey(name)
-		switch {
-		case !validHeaderName(name) || !validHeaderValue(v):
-			return nil, fmt.Errorf("header %s: %w", safeName(name), ErrBadHeader)
-		case slices.Contains(ownedHeaders, canon) || opts.Tokens != nil && canon == "Authorization":
-			return nil, fmt.Errorf("header %s: %w", canon, ErrOwnedHeader)
+		if err := CheckHeader(name, v, opts.Tokens != nil); err != nil {
+			return nil, err
 		}
-		headers.Set(canon, v)
+		headers.Set(name, v)
 	}
 	if (len(headers) > 0 || opts.Tokens != nil) && opts.Origin == nil {
 		return nil, errors.New("headers and tokens need the one origin they are for")

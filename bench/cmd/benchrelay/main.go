@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/bench/internal/host"
 	"github.com/sharedos/sharedos-mcp/bench/internal/synth"
 )
 
@@ -96,7 +97,7 @@ func run(o options, out io.Writer) error {
 	}
 	defer os.RemoveAll(work)
 
-	loadStart := loadavg()
+	loadStart := host.LoadAvg()
 	progress("building sharedos-mcp, the floors and the Go SDK peer with the release flags")
 	bin := func(name string) string { return filepath.Join(work, name) }
 	shimBin := bin("sharedos-mcp")
@@ -226,7 +227,7 @@ func run(o options, out io.Writer) error {
 	}
 	rep.fault = median(faults)
 	rep.decode, rep.valid = median(decodes), median(valids)
-	rep.loadEnd = loadavg()
+	rep.loadEnd = host.LoadAvg()
 	if !o.markdown {
 		rep.tables(out)
 		return nil
@@ -237,7 +238,7 @@ func run(o options, out io.Writer) error {
 			return err
 		}
 	}
-	rep.loadEnd = loadavg()
+	rep.loadEnd = host.LoadAvg()
 	return rep.document(out)
 }
 
@@ -447,18 +448,6 @@ func (k *kernelProc) stop() {
 		k.cmd.Process.Kill()
 		<-done
 	}
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // microPackages hold the hot-path benchmarks: checking a long line's

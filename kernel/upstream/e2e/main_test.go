@@ -204,6 +204,21 @@ func (f *fixture) withheld(snap *upstream.Snapshot, name string) upstream.Withhe
 	return upstream.Withheld{}
 }
 
+// allPinned checks that every tool of snap was pinned at first sight,
+// each once.
+func (f *fixture) allPinned(snap *upstream.Snapshot) {
+	f.t.Helper()
+	pinned := 0
+	for _, e := range f.events.all() {
+		if e.Kind == upstream.EventToolPinned {
+			pinned++
+		}
+	}
+	if pinned != len(snap.Tools) {
+		f.t.Errorf("%d tools pinned, %d published", pinned, len(snap.Tools))
+	}
+}
+
 // call calls a tool of a fresh snapshot.
 func (f *fixture) call(name, args string) (*upstream.Result, error) {
 	f.t.Helper()

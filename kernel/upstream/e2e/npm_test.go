@@ -54,15 +54,7 @@ resource = "/graph"
 	if read.ReadWrite() != "read" || create.ReadWrite() != "write" || f.tool(snap, "memory.delete_entities").Action != "call" {
 		t.Errorf("actions: read_graph %s, create_entities %s", read.Action, create.Action)
 	}
-	pinned := 0
-	for _, e := range f.events.all() {
-		if e.Kind == upstream.EventToolPinned {
-			pinned++
-		}
-	}
-	if pinned != len(snap.Tools) {
-		t.Errorf("%d tools pinned, %d published", pinned, len(snap.Tools))
-	}
+	f.allPinned(snap)
 	ctx := context.Background()
 	if _, err := f.m.Call(ctx, create, forward(t, create, `{"entities":[{"name":"sharedos","entityType":"project","observations":["brokered"]}]}`), nil); err != nil {
 		t.Fatal(err)
