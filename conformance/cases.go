@@ -37,6 +37,7 @@ var fixtures = map[string]string{
 	"outside/secret.txt":      "outside-secret-91c2\n",
 	"expired/old.txt":         "expired-content-44d0\n",
 	"granted/notes/later.txt": "later\n",
+	"granted/asked/.keep":     "",
 }
 
 func writeFixtures(root string) error {
@@ -63,6 +64,7 @@ type evidence struct {
 	output    string                  // stdout and stderr, as a person running the harness sees them
 	sock      string                  // the socket install pointed the entry at
 	upstream  []testupstream.Recorded // the calls the brokered test upstream received
+	elicited  string                  // what the harness's elicitation hook was given, when it ran
 }
 
 // reachedUpstream reports whether the test upstream received a call of
@@ -139,7 +141,12 @@ type Case struct {
 	// NoKernel: no kernel listens on the socket install wrote, so serve
 	// fails at start-up.
 	NoKernel bool
-	grade    func(e *evidence, h *harness) (string, string)
+	// Elicit is how the person at the harness answers a question the
+	// shim asks through MCP elicitation ("accept", "decline"), where the
+	// harness lets a headless run answer it (Claude Code's Elicitation
+	// hook); "" asks nothing of the harness.
+	Elicit string
+	grade  func(e *evidence, h *harness) (string, string)
 }
 
 // heldPath is the file the cancellation case reads; the hold proxy keeps
@@ -332,6 +339,18 @@ var cases = []Case{
 		},
 	},
 	{
+		ID: "ask-approved", Title: "a write a person must approve, approved",
+		Steps:  [][]Call{{{Tool: "files.write", Args: map[string]any{"path": askedPath("approved"), "content": askedContent}}}},
+		Elicit: "accept",
+		grade:  gradeAsk(true),
+	},
+	{
+		ID: "ask-declined", Title: "a write a person must approve, declined",
+		Steps:  [][]Call{{{Tool: "files.write", Args: map[string]any{"path": askedPath("declined"), "content": askedContent}}}},
+		Elicit: "decline",
+		grade:  gradeAsk(false),
+	},
+	{
 		ID: "kernel-down", Title: "no kernel running when the harness starts",
 		Steps:    [][]Call{{read("/granted/readme.txt")}},
 		NoKernel: true,
@@ -347,6 +366,94 @@ var cases = []Case{
 		ToolTimeout: toolTimeout,
 		grade:       gradeCancellation,
 	},
+}
+
+// askedContent is what the ask cases write.
+const askedContent = "asked-content-5e0b"
+
+// askedPath is where an ask case writes: under /granted/asked, which
+// kernel.toml lets every integration write only once the person at the
+// harness approves (ask = "harness").
+func askedPath(name string) string { return "/granted/asked/" + name + ".txt" }
+
+// gradeAsk grades a write the kernel holds until the person at the
+// harness decides (approve: they approve it; else they decline it). It
+// passes when the kernel recorded the request, then the harness's
+// decision (by harness), then the call's outcome, and the model saw it:
+// the write's result, or an approval_declined error. A harness whose
+// person could not be asked, or gave no decision, leaves the call
+// approval_pending: not exercised, with the kernel's record of why.
+func gradeAsk(approve bool) func(e *evidence, h *harness) (string, string) {
+	return func(e *evidence, h *harness) (string, string) {
+		inv := e.invocations("files.write")
+		res, answered := e.result(0)
+		if len(inv) == 0 {
+			if answered {
+				return gradeNotExercised, "the kernel never saw files.write; the harness answered the model itself: " + clip(res.Text)
+			}
+			return gradeNotExercised, "the kernel never saw files.write"
+		}
+		var requested, granted, declined []audit.Event
+		for _, ev := range e.audit {
+			switch ev.Event {
+			case audit.EventApprovalRequested:
+				requested = append(requested, ev)
+			case audit.EventApprovalGranted:
+				granted = append(granted, ev)
+			case audit.EventApprovalDeclined:
+				declined = append(declined, ev)
+			}
+		}
+		if len(requested) == 0 {
+			return gradeFail, fmt.Sprintf("the kernel recorded %s/%s without holding the call for approval", inv[0].Status, inv[0].Code)
+		}
+		// Who answered the shim's question: the runner's Elicitation hook
+		// standing in for the person, or, with no hook run, the harness
+		// itself (a headless run with no dialog).
+		how := "the harness answered the shim's elicitation/create by itself, with no person or hook asked"
+		if e.elicited != "" {
+			how = "the harness's Elicitation hook answered the shim's elicitation/create for its person (" + clip(e.elicited) + ")"
+		}
+		written, _ := os.ReadFile(filepath.Join(e.root, filepath.FromSlash(strings.TrimPrefix(inv[0].Resource, "files:/"))))
+		last := inv[len(inv)-1]
+		switch {
+		case last.Code == kproto.CodeApprovalPending:
+			if !answered {
+				return gradeFail, "the call was answered approval_pending, and the harness never returned it to the model"
+			}
+			if msg := h.refusalReported(res, kproto.CodeApprovalPending); msg != "" {
+				return gradeFail, msg
+			}
+			return gradeNotExercised, "the person could not be asked, or gave no decision, in a headless run: " + last.Reason +
+				"; the call was held, then answered approval_pending, which reached the model"
+		case approve && e.elicited == "" && len(declined) == 1 && declined[0].By == "harness" && last.Code == kproto.CodeApprovalDeclined:
+			return gradeNotExercised, how + ": it declined, so a headless run cannot be driven to approve; the call was refused approval_declined"
+		case approve && (len(granted) != 1 || granted[0].By != "harness"):
+			return gradeFail, fmt.Sprintf("kernel recorded %s/%s with %d approval(s) granted by the harness", last.Status, last.Code, len(granted))
+		case approve && (last.Status != kproto.StatusSucceeded || string(written) != askedContent):
+			return gradeFail, fmt.Sprintf("approved, but the kernel recorded %s/%s and the file holds %q", last.Status, last.Code, written)
+		case approve && (!answered || res.IsError):
+			return gradeFail, "the approved write's result did not reach the model: " + clip(res.Text)
+		case !approve && (len(declined) != 1 || declined[0].By != "harness" || last.Code != kproto.CodeApprovalDeclined):
+			return gradeFail, fmt.Sprintf("kernel recorded %s/%s with %d decline(s) by the harness", last.Status, last.Code, len(declined))
+		case !approve && len(written) > 0:
+			return gradeFail, "declined, but the file was written"
+		case !approve && !answered:
+			return gradeFail, "the harness never returned the refusal to the model"
+		}
+		if !approve {
+			if msg := h.refusalReported(res, kproto.CodeApprovalDeclined); msg != "" {
+				return gradeFail, msg
+			}
+		}
+		if err := e.finished(1); err != nil {
+			return gradeFail, err.Error()
+		}
+		if approve {
+			return gradePass, how + ", which approved; tool.approval.granted by harness was recorded before the write ran, and its result reached the model"
+		}
+		return gradePass, how + ", which declined; tool.approval.declined by harness was recorded, the call was refused approval_declined and the model saw the error"
+	}
 }
 
 // gradeCancellation passes when the held call reached the kernel, the

@@ -70,6 +70,10 @@ type caseEnv struct {
 	// toolTimeout, when set, replaces the tool-call timeout install
 	// wrote, so that the harness gives up on a held call quickly.
 	toolTimeout time.Duration
+	// elicit, when set, is how the person answers a question the shim
+	// asks, where the harness lets a headless run answer it; elicited is
+	// where that answer's hook writes what it was given.
+	elicit, elicited string
 }
 
 // harness drives one coding CLI.
@@ -232,9 +236,17 @@ func claudeCommand(env *caseEnv, bare bool) (*exec.Cmd, error) {
 	if !bare {
 		args = []string{"-p", prompt, "--tools", "ToolSearch"}
 	}
-	cmd := exec.Command(env.cli, append(args, "--output-format", "json", "--model", declaredModel,
+	args = append(args, "--output-format", "json", "--model", declaredModel,
 		"--strict-mcp-config", "--mcp-config", mcpFile,
-		"--disallowedTools", claudeBuiltins, "--allowedTools", "mcp__sharedos")...)
+		"--disallowedTools", claudeBuiltins, "--allowedTools", "mcp__sharedos")
+	if env.elicit != "" {
+		settings, err := elicitationHook(env)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--settings", settings)
+	}
+	cmd := exec.Command(env.cli, args...)
 	cmd.Env = append(baseEnv(env),
 		"ANTHROPIC_BASE_URL="+env.modelURL,
 		"ANTHROPIC_API_KEY=conformance",
@@ -245,6 +257,26 @@ func claudeCommand(env *caseEnv, bare bool) (*exec.Cmd, error) {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("MCP_TOOL_TIMEOUT=%d", env.toolTimeout.Milliseconds()))
 	}
 	return cmd, nil
+}
+
+// elicitationHook writes Claude Code settings with an Elicitation hook
+// that answers every MCP elicitation as env.elicit says, standing in for
+// the person at the dialog a headless run cannot show (approve true with
+// accept), and keeps what it was given in env.elicited. It returns the
+// settings file.
+func elicitationHook(env *caseEnv) (string, error) {
+	answer := map[string]any{"hookEventName": "Elicitation", "action": env.elicit}
+	if env.elicit == "accept" {
+		answer["content"] = map[string]any{"approve": true}
+	}
+	script := filepath.Join(env.dir, "elicitation-hook.sh")
+	body := fmt.Sprintf("#!/bin/sh\ncat > %q\nprintf '%%s\\n' %q\n", env.elicited, mustMarshal(map[string]any{"hookSpecificOutput": answer}))
+	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+		return "", err
+	}
+	settings := filepath.Join(env.dir, "settings.json")
+	hooks := map[string]any{"hooks": map[string]any{"Elicitation": []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": script}}}}}}
+	return settings, os.WriteFile(settings, mustMarshal(hooks), 0o600)
 }
 
 var codex = &harness{

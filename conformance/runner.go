@@ -184,6 +184,9 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 		settle = func() { proxy.awaitCancel(settleWait) }
 	}
 	env.toolTimeout = c.ToolTimeout
+	if c.Elicit != "" {
+		env.elicit, env.elicited = c.Elicit, filepath.Join(dir, "elicited.json")
+	}
 
 	inst := exec.CommandContext(ctx, env.bin, "install", h.installID(), "--scope", "user", "--socket", env.sock)
 	inst.Env, inst.Dir = baseEnv(env), env.work
@@ -255,6 +258,11 @@ func runCase(ctx context.Context, h *harness, cli string, c Case, opts options) 
 	}
 	ev := &evidence{audit: events, exchanges: exchanges, held: held, root: env.root, exitErr: exitErr, stdout: stdout.String(),
 		output: stdout.String() + stderr.String(), sock: env.sock, upstream: upstreamCalls}
+	if env.elicited != "" {
+		if b, err := os.ReadFile(env.elicited); err == nil {
+			ev.elicited = elicitedMessage(b)
+		}
+	}
 	r.Grade, r.Detail = c.grade(ev, h)
 	switch {
 	case r.Grade != gradeNotExercised:
@@ -404,4 +412,18 @@ func offered(exchanges []exchange) []string {
 		}
 	}
 	return names
+}
+
+// elicitedMessage is the first line of the question an Elicitation hook
+// was given (its input's message), or what it was given when that cannot
+// be read.
+func elicitedMessage(input []byte) string {
+	var in struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(input, &in) != nil || in.Message == "" {
+		return string(input)
+	}
+	first, _, _ := strings.Cut(in.Message, "\n")
+	return "asked: " + first
 }

@@ -404,9 +404,11 @@ func newBrokeredTool(ut *upstream.Tool) (*tool, error) {
 // reaches the upstream), the live grants on it, for a call with an
 // effect the durable tool.authorized, and only then the upstream, which
 // receives the arguments of that one reading.
-func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq int64) (call, outcome) {
+func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, named *call) (call, outcome) {
 	ut := tl.brokered
 	b, c, refused := t.brokerNow(tl)
+	c.callID, c.seq, c.tool, c.token = named.callID, named.seq, named.tool, named.token
+	seq := c.seq
 	if b == nil {
 		return c, refused
 	}
@@ -415,7 +417,8 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 		return c, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, strings.TrimPrefix(err.Error(), upstream.ErrInvalidArguments.Error()+": "))
 	}
 	c.requested, c.resource = res.String(), res.String()
-	if o, ok := t.authorize(&c, res, tl.action, ""); !ok {
+	c.args = func() []byte { return forward.Bytes() }
+	if o, ok := t.authorize(ctx, &c, res, tl.action, ""); !ok {
 		return c, o
 	}
 	if ctx.Err() != nil {
@@ -424,7 +427,7 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, seq in
 	effect := tl.hasEffect()
 	if effect && !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
-		e.Resource, e.Upstream, e.Grants = c.resource, c.upstream, c.decided.grantRefs()
+		e.Resource, e.Upstream, e.Grants, e.ApprovalID = c.resource, c.upstream, c.decided.grantRefs(), c.approvalID
 	})) {
 		return c, auditUnavailable(false)
 	}

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -24,10 +25,12 @@ const maxNearest = 3
 // authorize decides the turn's call c on resource r with action
 // (policy.Rules.Decide, at every level of the turn's integration's
 // chain) and, when it is allowed without asking anyone, charges it to
-// its grants' budgets at once. via is added to a refusal's message (a
-// file tool's "a link on the way leads ..."). The decision is kept in c
-// for the call's record.
-func (t *turn) authorize(c *call, r policy.Resource, action, via string) (outcome, bool) {
+// its grants' budgets at once. A call the grants allow only once a
+// person approves it is held here until they do (awaitApproval), and
+// charged when it runs. via is added to a refusal's message (a file
+// tool's "a link on the way leads ..."). The decision is kept in c for
+// the call's record.
+func (t *turn) authorize(ctx context.Context, c *call, r policy.Resource, action, via string) (outcome, bool) {
 	pol := t.s.currentPolicy()
 	req := policy.Request{Integration: t.name, Resource: r, Action: action, Time: t.s.Now()}
 	v := t.s.budgets.decide(&pol.rules, req, t.budget)
@@ -36,7 +39,7 @@ func (t *turn) authorize(c *call, r policy.Resource, action, via string) (outcom
 		return refusal(v, action, shown(c.requested), via), false
 	}
 	if v.Ask != "" {
-		return t.needsApproval(c), false
+		return t.awaitApproval(ctx, c)
 	}
 	return outcome{}, true
 }
@@ -77,23 +80,10 @@ func roundUp(d time.Duration) time.Duration {
 	return d.Round(time.Second) + time.Second
 }
 
-// needsApproval answers a call that the grants allow only once a person
-// approves it. Until the kernel can ask (issue 26's approvals, which
-// replace this function), such a call is refused approval_required: it
-// is not run, and it is not charged (a call held for approval counts
-// only when it runs; see chargeApproved).
-func (t *turn) needsApproval(c *call) outcome {
-	who := "the operator"
-	if c.decided.v.Ask == policy.AskHarness {
-		who = "a person at the harness or the operator"
-	}
-	return denied(kproto.CodeApprovalRequired, "a person must approve this call before it runs (%s); this kernel cannot ask for approval yet, so it is refused: tell the user", who)
-}
-
-// chargeApproved is the hook an approved call runs through: it charges
-// the call's grants when it runs after its approval, every budget or
-// none, and reports the refusal to answer when one of them has no room
-// left by then. Calls allowed without asking are charged by authorize.
+// chargeApproved charges an approved call's grants when it runs after
+// its approval, every budget or none, and reports the refusal to answer
+// when one of them has no room left by then. Calls allowed without
+// asking are charged by authorize.
 func (t *turn) chargeApproved(c *call) (outcome, bool) {
 	d := c.decided
 	ok, retry, turn := t.s.budgets.chargeApproved(d.v, t.s.Now(), t.budget)

@@ -78,7 +78,7 @@ func startBenchTurnWith(b *testing.B, integration string, grants []policy.Grant,
 		audit.Close()
 	})
 	t := &benchTurn{conn: conn, r: jsonrpc.NewReader(conn, 0), root: root}
-	t.roundTrip(b, `{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"`+integration+`","shim":{"version":"b"}}}`)
+	t.roundTrip(b, `{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"`+integration+`","shim":{"version":"b"},"capabilities":{"approvals":{}}}}`)
 	var lr kproto.ListResult
 	if err := json.Unmarshal(t.roundTrip(b, `{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`).Result, &lr); err != nil {
 		b.Fatal(err)

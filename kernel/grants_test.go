@@ -271,24 +271,28 @@ func TestAChildUsesItsParentsBudget(t *testing.T) {
 	}
 }
 
-// TestACallOnlyAnAskingGrantAllowsNeedsApproval: until the kernel can
-// ask, such a call is refused approval_required, not retryable, never
-// charged; another grant that allows it without asking runs it.
-func TestACallOnlyAnAskingGrantAllowsNeedsApproval(t *testing.T) {
+// TestACallOnlyAnAskingGrantAllowsIsHeldForApproval: such a call is held
+// while a person is asked and, unanswered, refused approval_pending
+// (retryable, with the approval's id), never charged while it waits;
+// another grant that allows it without asking runs it at once.
+func TestACallOnlyAnAskingGrantAllowsIsHeldForApproval(t *testing.T) {
 	asking := limited(t, "1/1h", 0)
 	asking.Ask, asking.AskTTL = policy.AskOperator, policy.DefaultAskTTL
-	h := startKernel(t, []policy.Grant{asking}, func(s *Server) { s.StateDir = t.TempDir() })
+	h := startKernel(t, []policy.Grant{asking}, func(s *Server) { s.StateDir, s.AskTimeout = t.TempDir(), 50*time.Millisecond })
 	c := h.turnOf("cc")
 	for range 2 {
 		r := read(c)
-		if r.Status != kproto.StatusDenied || r.Code != kproto.CodeApprovalRequired || r.Retryable == nil || *r.Retryable ||
-			r.Message != "a person must approve this call before it runs (the operator); this kernel cannot ask for approval yet, so it is refused: tell the user" {
+		if r.Status != kproto.StatusDenied || r.Code != kproto.CodeApprovalPending || r.Retryable == nil || !*r.Retryable ||
+			r.ApprovalID == "" || !strings.Contains(r.Message, "a person has been asked to approve this call (approval "+r.ApprovalID+", by the operator") {
 			t.Errorf("a call only an asking grant allows: %+v", r)
 		}
 	}
 	ev := lastInvoked(t, h)
 	if !slices.Equal(ev.Grants, []audit.GrantRef{{Integration: "cc", Grant: 1, Ask: "operator"}}) {
 		t.Errorf("its record names %+v", ev.Grants)
+	}
+	if got := len(eventsNamed(h.events(), audit.EventApprovalRequested)); got != 1 {
+		t.Errorf("%d tool.approval.requested records; the retry joins the pending request, want 1", got)
 	}
 	h.srv.SetPolicy(Policy{Grants: []policy.Grant{asking, grant(t, "integration:cc", "files:/", true, "read")}})
 	if r := read(c); r.Status != kproto.StatusSucceeded {
@@ -362,9 +366,9 @@ func TestOperatorUIDs(t *testing.T) {
 	c2.expectEOF()
 }
 
-// TestAnApprovedCallIsChargedWhenItRuns: the hook an approved call runs
-// through charges every budget of its decision, or none when one has no
-// room left by then, and says how long until it has.
+// TestAnApprovedCallIsChargedWhenItRuns: an approved call is charged
+// every budget of its decision when it runs, or none when one has no
+// room left by then, and told how long until it has.
 func TestAnApprovedCallIsChargedWhenItRuns(t *testing.T) {
 	clock := &testClock{t: time.Date(2026, 6, 1, 12, 30, 0, 0, time.UTC)}
 	asking := limited(t, "1/1h", 0)
@@ -376,10 +380,12 @@ func TestAnApprovedCallIsChargedWhenItRuns(t *testing.T) {
 	s := &Server{Now: clock.Now, budgets: b}
 	s.SetPolicy(Policy{Grants: []policy.Grant{asking}})
 	tn := &turn{s: s, name: "cc", budget: turnCounts{}}
-	c := &call{requested: "files:/public/a.txt"}
-	if o, ok := tn.authorize(c, policy.Resource{Namespace: "files", Path: "/public/a.txt"}, "read", ""); ok || o.code != kproto.CodeApprovalRequired {
-		t.Fatalf("authorize = %+v, %v; want approval_required", o, ok)
+	req := policy.Request{Integration: "cc", Resource: policy.Resource{Namespace: "files", Path: "/public/a.txt"}, Action: "read", Time: clock.Now()}
+	v := b.decide(&s.currentPolicy().rules, req, tn.budget)
+	if v.Decision != policy.Allowed || v.Ask != policy.AskHarness {
+		t.Fatalf("decide = %+v; want allowed with ask", v)
 	}
+	c := &call{requested: "files:/public/a.txt", decided: &decision{v: v, req: req, pol: s.currentPolicy()}}
 	if o, ok := tn.chargeApproved(c); !ok {
 		t.Fatalf("the first approved call: %+v", o)
 	}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
@@ -18,7 +19,10 @@ import (
 // goroutine and must not block for long: it holds up the connection's
 // next request, nothing else.
 var operatorMethods = map[string]func(t *turn, m jsonrpc.Message){
-	kproto.MethodExplain: (*turn).explainRequest,
+	kproto.MethodExplain:          (*turn).explainRequest,
+	kproto.MethodApprovalsList:    (*turn).approvalsList,
+	kproto.MethodApprovalsApprove: func(t *turn, m jsonrpc.Message) { t.approvalDecide(m, true) },
+	kproto.MethodApprovalsDeny:    func(t *turn, m jsonrpc.Message) { t.approvalDecide(m, false) },
 }
 
 // operatorRequest serves an operator method, or refuses it, recorded
@@ -61,4 +65,32 @@ func (t *turn) explainRequest(m jsonrpc.Message) {
 		return
 	}
 	t.writeResult(m.ID, r)
+}
+
+// approvalsList answers approvals.list: the calls that wait for a
+// person's approval, oldest first.
+func (t *turn) approvalsList(m jsonrpc.Message) {
+	t.writeResult(m.ID, kproto.ApprovalsListResult{Approvals: t.s.pending()})
+}
+
+// approvalDecide answers approvals.approve (approve) or approvals.deny:
+// the operator's decision, recorded with the operator connection's peer
+// before it takes effect. The first decision wins; a later one is told
+// what was decided, and by whom.
+func (t *turn) approvalDecide(m jsonrpc.Message, approve bool) {
+	var p kproto.ApprovalDecideParams
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		t.writeError(m.ID, jsonrpc.CodeInvalidParams, m.Method+" params: "+err.Error(), "")
+		return
+	}
+	r, err := t.s.decide(p.ID, approve, byOperator, audit.Peer{UID: t.cred.UID, PID: t.cred.PID})
+	var ae *approvalError
+	switch {
+	case errors.As(err, &ae):
+		t.writeError(m.ID, jsonrpc.CodeInvalidParams, ae.msg, ae.code)
+	case err != nil:
+		t.writeError(m.ID, jsonrpc.CodeInternalError, err.Error(), codeAuditUnavailable)
+	default:
+		t.writeResult(m.ID, r)
+	}
 }

@@ -57,10 +57,13 @@ type Server struct {
 	// OperatorUIDs are served operator methods (kernel.explain), besides
 	// the kernel's own uid and root; see isOperator.
 	OperatorUIDs []uint32
-	Audit        *audit.Log // required
-	Log          zerolog.Logger
-	Version      string // reported in hello; "" means "devel"
-	MaxLine      int    // longest request line; 0 means jsonrpc.DefaultMaxLine
+	// AskTimeout is how long a call that waits for a person's approval
+	// is held; 0 means config.DefaultAskTimeout.
+	AskTimeout time.Duration
+	Audit      *audit.Log // required
+	Log        zerolog.Logger
+	Version    string // reported in hello; "" means "devel"
+	MaxLine    int    // longest request line; 0 means jsonrpc.DefaultMaxLine
 	// AllowHardLinks serves regular files that have more than one name.
 	// Off, they are refused (hard_link): another name may be anywhere on
 	// the file system, and the grants see only this one.
@@ -102,6 +105,8 @@ type Server struct {
 	budgets *budgets                   // the grants' limits, set by Serve
 	// sink is where events go; nil means Audit. Tests make it fail.
 	sink auditSink
+
+	approvals approvals // the approval requests, across turns
 
 	auditDown atomic.Bool // the last record failed
 	policy    atomic.Pointer[Policy]
@@ -309,6 +314,9 @@ type Policy struct {
 	AllowUIDs      []uint32 // nil means the kernel's own uid only
 	OperatorUIDs   []uint32 // besides the kernel's own uid and root
 	AllowHardLinks bool
+	// AskTimeout is how long a call that waits for a person's approval
+	// is held; 0 means config.DefaultAskTimeout.
+	AskTimeout time.Duration
 
 	rules policy.Rules // Grants and Integrations, as decisions read them
 }
@@ -316,12 +324,12 @@ type Policy struct {
 // PolicyOf is the part of a config a running kernel can change.
 func PolicyOf(c config.Config) Policy {
 	return Policy{Grants: c.Grants, Integrations: c.Hierarchy, GrantLines: c.Lines.Grants,
-		AllowUIDs: c.AllowUIDs, OperatorUIDs: c.OperatorUIDs, AllowHardLinks: c.AllowHardLinks}
+		AllowUIDs: c.AllowUIDs, OperatorUIDs: c.OperatorUIDs, AllowHardLinks: c.AllowHardLinks, AskTimeout: c.AskTimeout}
 }
 
 func (s *Server) initialPolicy() Policy {
 	return Policy{Grants: s.Grants, Integrations: s.Integrations, GrantLines: s.Config.Lines.Grants,
-		AllowUIDs: s.AllowUIDs, OperatorUIDs: s.OperatorUIDs, AllowHardLinks: s.AllowHardLinks}
+		AllowUIDs: s.AllowUIDs, OperatorUIDs: s.OperatorUIDs, AllowHardLinks: s.AllowHardLinks, AskTimeout: s.AskTimeout}
 }
 
 // SetPolicy replaces the kernel's grants, its integrations' parents, the
@@ -344,6 +352,11 @@ func (s *Server) currentPolicy() *Policy {
 	p := s.initialPolicy()
 	p.rules = policy.Rules{Grants: p.Grants, Integrations: p.Integrations}
 	return &p
+}
+
+// askTimeout is how long a call that waits for approval is held.
+func (p *Policy) askTimeout() time.Duration {
+	return cmp.Or(p.AskTimeout, config.DefaultAskTimeout)
 }
 
 // grantLine is the config line of grant i, 0 when unknown.

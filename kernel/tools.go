@@ -65,6 +65,11 @@ type outcome struct {
 	// retryAfter, when set, says after how long.
 	retryable  bool
 	retryAfter time.Duration
+	// approvalID is, for approval_pending and approval_declined, the
+	// approval a person was asked for; note says for the record why an
+	// asked call was not decided while it was held.
+	approvalID string
+	note       string
 }
 
 func succeeded(output any, text string) outcome {

@@ -47,16 +47,23 @@ type turn struct {
 	// operator is set once the connection asked an operator method; it
 	// can then never say hello (see operatorRequest).
 	operator bool
+	// canAsk is set by hello when the shim announced it answers
+	// approval.ask: the person at the harness can be asked.
+	canAsk bool
 
 	mu        sync.Mutex
 	escalated bool
 	calls     map[string]context.CancelFunc // in flight, by callId
+	asks      map[string]chan string        // approval.ask requests awaiting the shim's answer, by id
+	nextAsk   int64
+	declined  map[binding]string // bindings a person declined in this turn: not asked again; the approval id
 	wg        sync.WaitGroup
 }
 
 func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
-	t := &turn{s: s, conn: conn, execID: newExecutionID(), calls: map[string]context.CancelFunc{}, slots: make(chan struct{}, s.turnCalls), budget: turnCounts{}}
+	t := &turn{s: s, conn: conn, execID: newExecutionID(), calls: map[string]context.CancelFunc{}, asks: map[string]chan string{},
+		slots: make(chan struct{}, s.turnCalls), budget: turnCounts{}}
 	cred, err := s.PeerCred(conn)
 	if err != nil {
 		s.Log.Warn().Err(err).Str("executionId", t.execID).Msg("refused a connection: peer credentials unreadable")
@@ -77,6 +84,9 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 	defer func() {
 		cancel()
 		t.wg.Wait()
+		if t.canAsk {
+			s.forgetAsker(t)
+		}
 		if t.name != "" {
 			s.record(t.event(audit.EventTurnClosed, nil))
 			if err := s.Audit.Sync(); err != nil {
@@ -186,7 +196,12 @@ func (t *turn) handle(line []byte) bool {
 	}
 	if m.Method == "" {
 		if m.Result != nil || m.Error != nil {
-			return true // a response: the kernel asks nothing, so nothing to match
+			// A response: the shim's answer to an approval.ask, the only
+			// request the kernel sends.
+			if t.name != "" {
+				t.askAnswered(m.ID, m.Result, m.Error != nil)
+			}
+			return true
 		}
 		t.writeError(m.ID, jsonrpc.CodeInvalidRequest, "not a request", "")
 		return true
@@ -196,10 +211,19 @@ func (t *turn) handle(line []byte) bool {
 		return true
 	}
 	if m.IsNotification() {
-		if m.Method == kproto.MethodCancel && t.name != "" {
+		switch {
+		case t.name == "":
+		case m.Method == kproto.MethodCancel:
 			var p kproto.CancelParams
 			if json.Unmarshal(m.Params, &p) == nil {
 				t.cancel(p.CallID)
+			}
+		case m.Method == kproto.MethodApprovalAnswer:
+			// On the read goroutine: the decision is on the record before
+			// the call's retry, sent right after it, is read.
+			var p kproto.ApprovalAnswerParams
+			if json.Unmarshal(m.Params, &p) == nil {
+				t.answerApproval(p)
 			}
 		}
 		return true
@@ -323,6 +347,7 @@ func (t *turn) hello(m jsonrpc.Message) bool {
 	}
 	t.catalogHash = hashing.Hash(projected)
 	t.name = p.Name
+	t.canAsk = p.Capabilities != nil && p.Capabilities.Approvals != nil
 	if !t.s.record(t.event(audit.EventTurnOpened, func(e *audit.Event) { e.CatalogHash = t.catalogHash })) {
 		return false
 	}
@@ -449,13 +474,25 @@ type boundedJSON struct {
 	size int
 }
 
-// call is what the audit says of one invocation.
+// call is what the audit says of one invocation, and what an approval
+// of it binds.
 type call struct {
+	callID    string
+	seq       int64
+	tool      string
 	action    string
 	requested string // the resource the call named
 	resource  string // the resource decided on: where the named one really is
 	upstream  string // a brokered call's upstream
 	decided   *decision
+	// args are the call's arguments as they will be executed, as JSON;
+	// asked for only when a person must approve the call.
+	args func() []byte
+	// approvalID is the approval the call ran, or was refused, under.
+	approvalID string
+	// token is the call's running token, given back while it waits for
+	// a person; nil outside a turn's run.
+	token *runToken
 }
 
 // invoke admits a call in arrival order and runs it on its own goroutine
@@ -541,11 +578,12 @@ func (t *turn) runInOrder(ctx context.Context, tk *ticket, p invokeParams) (call
 	if err := tk.wait(ctx); err != nil {
 		return call{}, failed(kproto.CodeCancelled, "cancelled before it ran")
 	}
-	if t.s.acquire(ctx, t.s.running, "running") != nil {
+	tok := &runToken{s: t.s}
+	if tok.take(ctx) != nil {
 		return call{}, failed(kproto.CodeCancelled, "cancelled before it ran")
 	}
-	defer func() { <-t.s.running }()
-	return t.run(ctx, p, tk.seq)
+	defer tok.give()
+	return t.run(ctx, p, tk.seq, tok)
 }
 
 // run decides and executes one call. The order of the checks is the
@@ -553,12 +591,12 @@ func (t *turn) runInOrder(ctx context.Context, tk *ticket, p invokeParams) (call
 // grant is decided on the resource the call will touch: for a tool that
 // resolves, on where the named path really leads, once the tool holds
 // what it leads to (see files.Call.Authorize).
-func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o outcome) {
+func (t *turn) run(ctx context.Context, p invokeParams, seq int64, tok *runToken) (c call, o outcome) {
 	tl, ok := t.tools[p.Tool]
 	if !ok {
 		return c, denied(kproto.CodeToolUnavailable, "%s is not in this turn's catalogue", strconv.Quote(clip.String(p.Tool, 128)))
 	}
-	c.action = tl.action
+	c.callID, c.seq, c.tool, c.action, c.token = p.CallID, seq, tl.def.Name, tl.action, tok
 	if p.CatalogHash != t.catalogHash {
 		return c, denied(kproto.CodeCatalogMismatch, "the call's catalogHash is not this turn's; list the tools again in a new turn")
 	}
@@ -569,12 +607,13 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 		return c, failed(kproto.CodeTooLarge, "%s: the arguments are %d bytes of JSON, over the %d-byte limit", tl.def.Name, p.Arguments.size, maxArgumentBytes)
 	}
 	if tl.brokered != nil {
-		return t.runBrokered(ctx, tl, p, seq)
+		return t.runBrokered(ctx, tl, p, &c)
 	}
 	args, msg := tl.parseArgs(p.Arguments.raw)
 	if msg != "" {
 		return c, failed(kproto.CodeInvalidArguments, "%s: %s", tl.def.Name, msg)
 	}
+	c.args = func() []byte { return filesArguments(args) }
 	res, err := tl.target(args)
 	if err != nil {
 		code := kproto.CodeInvalidArguments
@@ -597,7 +636,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 			// not the caller's to learn from a refusal.
 			via = ": a link on the way leads where the grants do not reach"
 		}
-		o, ok := t.authorize(&c, r, tl.action, via)
+		o, ok := t.authorize(ctx, &c, r, tl.action, via)
 		if !ok {
 			refused = &o
 		}
@@ -624,7 +663,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 			Commit: func() (files.Outcome, bool) {
 				if !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 					e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
-					e.Resource, e.Requested, e.Grants = c.resource, requestedIfOther(c), c.decided.grantRefs()
+					e.Resource, e.Requested, e.Grants, e.ApprovalID = c.resource, requestedIfOther(c), c.decided.grantRefs(), c.approvalID
 				})) {
 					return auditUnavailable(false).refusal(), false
 				}
@@ -649,7 +688,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64) (c call, o ou
 	// A call cancelled while it ran is answered cancelled, as the shim
 	// expects, unless it already changed something: that one is reported
 	// done, because it was.
-	if ctx.Err() != nil && !o.acted {
+	if ctx.Err() != nil && !o.acted && o.code != kproto.CodeCancelled {
 		o = failed(kproto.CodeCancelled, "cancelled")
 	}
 	return c, o
@@ -700,7 +739,7 @@ func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, sta
 	if !t.s.record(t.event(audit.EventToolInvoked, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = clip.String(p.CallID, maxCallIDBytes), seq, clip.String(p.Tool, 128), c.resource, requestedIfOther(c), c.action
 		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, clip.String(p.CatalogHash, 128), &d, c.upstream
-		e.Grants, e.Nearest, e.RetryAfterMs = c.decided.grantRefs(), nearest, r.RetryAfterMs
+		e.Grants, e.Nearest, e.RetryAfterMs, e.ApprovalID, e.Reason = c.decided.grantRefs(), nearest, r.RetryAfterMs, c.approvalID, o.note
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}
@@ -762,6 +801,9 @@ func resultOf(o outcome) kproto.InvokeResult {
 	if o.retryAfter > 0 {
 		ms := max(o.retryAfter.Milliseconds(), 1)
 		r.RetryAfterMs = &ms
+	}
+	if r.Status != kproto.StatusSucceeded {
+		r.ApprovalID = o.approvalID
 	}
 	return r
 }

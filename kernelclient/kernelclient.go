@@ -106,12 +106,14 @@ type Client struct {
 	wdone      chan struct{} // closed when writeLoop returns
 	vec        net.Buffers   // the batch writeLoop is writing, consumed as written
 
-	mu       sync.Mutex
-	nextID   int64
-	pending  map[int64]waiter
-	progress func(kproto.ProgressParams)
-	err      error // set once the connection is lost
-	done     chan struct{}
+	mu        sync.Mutex
+	nextID    int64
+	pending   map[int64]waiter
+	progress  func(kproto.ProgressParams)
+	ask       func(kproto.ApprovalAskParams, func(kproto.ApprovalAskResult))
+	withdrawn func(kproto.ApprovalWithdrawnParams)
+	err       error // set once the connection is lost
+	done      chan struct{}
 }
 
 // Answer is the kernel's answer to one request, not yet decoded: a result
@@ -237,10 +239,21 @@ func (c *Client) readLoop() {
 			continue // ignore what we cannot use
 		}
 		if m.Method != nil {
-			if m.ID == nil && string(m.Method) == `"`+kproto.MethodProgress+`"` {
-				c.onProgress(m.Params)
+			switch string(m.Method) {
+			case `"` + kproto.MethodProgress + `"`:
+				if m.ID == nil {
+					c.onProgress(m.Params)
+				}
+			case `"` + kproto.MethodApprovalAsk + `"`:
+				if m.ID != nil {
+					c.onAsk(bytes.Clone(m.ID), m.Params)
+				}
+			case `"` + kproto.MethodApprovalWithdrawn + `"`:
+				if m.ID == nil {
+					c.onWithdrawn(m.Params)
+				}
 			}
-			continue // the kernel sends us no requests
+			continue // nothing else is asked of a shim
 		}
 		if id, ok := parseID(m.ID); ok {
 			c.deliver(id, m, c.r.Long(), nil)
@@ -287,16 +300,86 @@ func (w waiter) give(a Answer) {
 }
 
 func (c *Client) onProgress(params []byte) {
-	var p kproto.ProgressParams
-	if json.Unmarshal(params, &p) != nil || p.CallID == "" {
+	notify(c, params, &c.progress, func(p kproto.ProgressParams) bool { return p.CallID != "" })
+}
+
+// notify decodes a notification's params and hands them, when ok says
+// they are whole, to the function *to holds (under mu), if one is set.
+func notify[P any](c *Client, params []byte, to *func(P), ok func(P) bool) {
+	var p P
+	if json.Unmarshal(params, &p) != nil || !ok(p) {
 		return
 	}
 	c.mu.Lock()
-	f := c.progress
+	f := *to
 	c.mu.Unlock()
 	if f != nil {
 		f(p)
 	}
+}
+
+// OnApproval sets the functions the kernel's approval.ask requests and
+// approval.withdrawn notifications go to (docs/kernel-protocol.md). Both
+// run on the goroutine that reads the kernel's answers, so they must not
+// block; ask answers when it can through the function it is given, once,
+// from any goroutine. Without them (nil), an ask is answered
+// unavailable: this shim cannot ask anyone.
+func (c *Client) OnApproval(ask func(kproto.ApprovalAskParams, func(kproto.ApprovalAskResult)), withdrawn func(kproto.ApprovalWithdrawnParams)) {
+	c.mu.Lock()
+	c.ask, c.withdrawn = ask, withdrawn
+	c.mu.Unlock()
+}
+
+func (c *Client) onAsk(id, params []byte) {
+	var once sync.Once
+	reply := func(r kproto.ApprovalAskResult) {
+		// A lost connection loses the answer too: the kernel ends the
+		// call with the turn anyway.
+		once.Do(func() { _ = c.respond(id, r) })
+	}
+	var p kproto.ApprovalAskParams
+	if json.Unmarshal(params, &p) != nil {
+		reply(kproto.ApprovalAskResult{Decision: kproto.ApprovalUnavailable})
+		return
+	}
+	c.mu.Lock()
+	f := c.ask
+	c.mu.Unlock()
+	if f == nil {
+		reply(kproto.ApprovalAskResult{Decision: kproto.ApprovalUnavailable})
+		return
+	}
+	f(p, reply)
+}
+
+func (c *Client) onWithdrawn(params []byte) {
+	notify(c, params, &c.withdrawn, func(p kproto.ApprovalWithdrawnParams) bool { return p.ApprovalID != "" })
+}
+
+// respond queues the answer to a request the kernel sent (id as the
+// kernel wrote it).
+func (c *Client) respond(id []byte, result any) error {
+	r, err := json.Marshal(result)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.writable(); err != nil {
+		return err
+	}
+	b := c.openBuffer()
+	start := len(b)
+	b = jsonrpc.AppendResponse(b, id, r)
+	c.queueOpen(b, len(b)-start)
+	return nil
+}
+
+// AnswerApproval sends the person's answer to an ask this shim deferred
+// (approval.answer), without waiting: the call's retry, sent after it,
+// is decided on it.
+func (c *Client) AnswerApproval(p kproto.ApprovalAnswerParams) error {
+	return c.send(0, kproto.MethodApprovalAnswer, p)
 }
 
 // leadingID reads the id of a message that may be cut short, as
@@ -852,6 +935,8 @@ func decodeInvokeWith(raw []byte, checked bool) (kproto.InvokeResult, error) {
 			}
 		case `"retryAfterMs"`:
 			r.RetryAfterMs, err = decodeMillis(value)
+		case `"approvalId"`:
+			r.ApprovalID, err = jsonrpc.DecodeString(value)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)

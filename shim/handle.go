@@ -52,14 +52,23 @@ type request struct {
 	own bool
 	// progressToken is params._meta.progressToken, the request's own copy.
 	progressToken json.RawMessage
+	// elicit: the client of this tools/call can be asked with a form
+	// elicitation (its era has elicitation, and it declared form mode:
+	// at initialize in the legacy eras, in this request's _meta in the
+	// 2026-07-28 era). elicitMode is the elicitation's mode member: "form",
+	// or "" for 2025-06-18, which predates it.
+	elicit     bool
+	elicitMode string
 }
 
 // params are the members of a request's params that the shim reads, as
 // raw JSON (nil when absent; the last one when a name repeats).
 type params struct {
-	name, arguments, meta       []byte // tools/call, and _meta of any request
-	requestID                   []byte // notifications/cancelled
-	protocolVersion, clientInfo []byte // initialize
+	name, arguments, meta        []byte // tools/call, and _meta of any request
+	requestState, inputResponses []byte // a tools/call retried with input (2026-07-28)
+	requestID                    []byte // notifications/cancelled
+	protocolVersion, clientInfo  []byte // initialize
+	capabilities                 []byte // initialize
 }
 
 // handleLine classifies one stdin line and starts answering it. It
@@ -130,7 +139,10 @@ func (s *server) handleMessage(ctx context.Context, raw []byte, own bool) *pendi
 	}
 	if e.Method == nil {
 		if idOK && (e.Result != nil || e.Error != nil) {
-			return nil // a response; the shim sends the client no requests
+			// A response: the client's answer to an elicitation, the
+			// one request the shim sends it.
+			s.clientAnswered(e.ID, e.Result, e.Error != nil && string(e.Error) != "null")
+			return nil
 		}
 		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
 	}
@@ -155,6 +167,12 @@ func (s *server) handleMessage(ctx context.Context, raw []byte, own bool) *pendi
 				p.protocolVersion = value
 			case "clientInfo":
 				p.clientInfo = value
+			case "capabilities":
+				p.capabilities = value
+			case "requestState":
+				p.requestState = value
+			case "inputResponses":
+				p.inputResponses = value
 			}
 			return nil
 		})
@@ -185,6 +203,15 @@ func (s *server) handleMessage(ctx context.Context, raw []byte, own bool) *pendi
 		}
 		if req.method == "tools/call" && m.progressToken != nil {
 			req.progressToken = bytes.Clone(m.progressToken)
+		}
+		if req.modern && req.method == "tools/call" {
+			req.elicit, req.elicitMode = elicitsForm(m.caps), "form"
+		}
+	}
+	if !req.modern && req.method == "tools/call" && s.legacyElicit {
+		req.elicit = true
+		if s.legacyVersion >= "2025-11-25" {
+			req.elicitMode = "form"
 		}
 	}
 	p := s.handleRequest(ctx, req)

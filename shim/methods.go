@@ -47,6 +47,9 @@ func (s *server) initialize(req *request) []byte {
 		version = asked
 	}
 	s.legacyVersion = version
+	// Elicitation came with 2025-06-18; a client of an older version
+	// cannot be asked whatever it says.
+	s.legacyElicit = version >= "2025-06-18" && req.params.capabilities != nil && elicitsForm(req.params.capabilities)
 	var client struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
@@ -146,6 +149,9 @@ type callParams struct {
 	name string
 	args json.RawMessage
 	own  bool // args are the call's own, handed on to the kernel client without a copy
+	// answer is the person's answer a 2026-07-28 retry brings, sent to
+	// the kernel before the call.
+	answer *retryAnswer
 }
 
 func parseCallParams(p params) (callParams, bool) {
@@ -176,8 +182,15 @@ func (s *server) toolsCall(ctx context.Context, req *request) *pending {
 		return s.answer(req, errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: tools/call needs a non-empty string name and, if present, an object of arguments", nil))
 	}
 	p := &pending{ordered: true}
+	var token string
+	if req.modern && req.params.requestState != nil {
+		token, _ = jsonrpc.DecodeString(req.params.requestState)
+	}
 	s.update(func(st *turnState) {
 		st.register(req.id, p)
+		if token != "" {
+			cp.answer = st.takeDeferred(token, req.params.inputResponses)
+		}
 		switch c := &st.cat; {
 		case c.ready:
 			s.dispatch(ctx, st, req, cp, p, s.cfg.CallTimeout)
@@ -216,6 +229,16 @@ func (s *server) dispatch(ctx context.Context, st *turnState, req *request, cp c
 		})))
 		return
 	}
+	dismissed := false
+	if a := cp.answer; a != nil && a.tool == name {
+		if a.decision == kproto.ApprovalCancelled {
+			dismissed = true
+		} else if err := s.kernel.AnswerApproval(kproto.ApprovalAnswerParams{ApprovalID: a.approvalID, Decision: a.decision}); err != nil {
+			// The person's answer goes first: the kernel reads the call
+			// after it.
+			s.cfg.Log.Debug().Err(err).Msg("approval.answer")
+		}
+	}
 	s.nextCall++
 	callID := "c" + strconv.FormatInt(s.nextCall, 10)
 	if tool != nil && name == escalateTool {
@@ -228,7 +251,7 @@ func (s *server) dispatch(ctx context.Context, st *turnState, req *request, cp c
 		go s.escalate(ctx, req, p, stop, tool, reason, call, err, timeout)
 		return
 	}
-	c := &relayCall{s: s, req: req, p: p, tool: tool, callID: callID, name: name}
+	c := &relayCall{s: s, req: req, p: p, tool: tool, callID: callID, name: name, dismissed: dismissed}
 	p.call = c
 	if len(req.progressToken) > 0 {
 		// The kernel's reports on this call go to the client from now on.
@@ -264,6 +287,13 @@ type relayCall struct {
 
 	answer    kernelclient.Answer // the kernel's answer, when it decided the call
 	hasAnswer bool
+	// asked is the question the kernel asked about this call that the
+	// shim answers with an input-required result (2026-07-28); set under
+	// mu before the kernel's answer, which it replaces.
+	asked *asking
+	// dismissed: the call is a 2026-07-28 retry whose person answered
+	// its question without a decision; it is not asked again.
+	dismissed bool
 }
 
 // answered takes the kernel's answer (or the error that kept it from
@@ -324,6 +354,10 @@ func (s *server) renderCall(r *reply, c *relayCall) {
 		s.cfg.OnPayload()
 	}
 	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
+	if c.asked != nil && res.Code == kproto.CodeApprovalPending && res.ApprovalID == c.asked.ask.ApprovalID {
+		s.inputRequired(r, c)
+		return
+	}
 	s.callAnswer(r, c.req, c.tool, res)
 }
 
@@ -471,6 +505,12 @@ func (s *server) refusal(req *request, res kproto.InvokeResult) []byte {
 		// retry itself.
 		meta = append(meta, `,"sharedos/retryAfterMs":`...)
 		meta = strconv.AppendInt(meta, *res.RetryAfterMs, 10)
+	}
+	if res.ApprovalID != "" {
+		// The approval a person was asked for: a harness can show it, or
+		// the user approve it out of band ('sharedos-mcp approve ID').
+		meta = append(meta, `,"sharedos/approvalId":`...)
+		meta = jsonrpc.AppendString(meta, res.ApprovalID)
 	}
 	meta = append(meta, ","+epochMeta...)
 	if req.modern {

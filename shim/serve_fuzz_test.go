@@ -65,9 +65,10 @@ func wireSeeds(f *testing.F) [][]byte {
 
 // FuzzServe feeds arbitrary stdin to a turn in front of the fake kernel.
 // Whatever comes in: Serve returns, every stdout line is a JSON-RPC 2.0
-// response (or a batch of them) or a progress notification for a token a
-// call gave whose answer is not yet written, and no id is answered more
-// often than it was asked.
+// response (or a batch of them), a progress notification for a token a
+// call gave whose answer is not yet written, an elicitation/create of
+// the shim's own (an id it never used before), or a notifications/cancelled
+// of one of those, and no id is answered more often than it was asked.
 func FuzzServe(f *testing.F) {
 	for _, s := range wireSeeds(f) {
 		f.Add(s)
@@ -82,6 +83,7 @@ func FuzzServe(f *testing.F) {
 		out := serveForFuzz(t, k, in)
 		asked, lines := requestIDs(in)
 		answered := map[string]int{}
+		elicited := map[string]bool{}
 		n := 0
 		for _, line := range bytes.SplitAfter(out, []byte("\n")) {
 			if len(line) == 0 {
@@ -93,6 +95,16 @@ func FuzzServe(f *testing.F) {
 			if token, ok := progressToken(line); ok {
 				if !progressOwed(in, token, answered) {
 					t.Fatalf("progress for token %s, which no call still unanswered gave\ninput %q\noutput %q", token, in, out)
+				}
+				continue
+			}
+			if method, id, ok := shimRequest(line); ok {
+				switch {
+				case method == "elicitation/create" && !elicited[id]:
+					elicited[id] = true
+				case method == "notifications/cancelled" && elicited[id]:
+				default:
+					t.Fatalf("%s for %s, not a new question or one the shim asked\ninput %q\noutput %q", method, id, in, out)
 				}
 				continue
 			}
@@ -115,6 +127,45 @@ func FuzzServe(f *testing.F) {
 			t.Fatalf("%d answers to %d lines", n, lines)
 		}
 	})
+}
+
+// shimRequest reports whether line is one of the shim's own messages to
+// the client about a question: an elicitation/create (id, its request id)
+// or a notifications/cancelled (id, the request it cancels), each with an
+// id of the shim's form.
+func shimRequest(line []byte) (method, id string, ok bool) {
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  struct {
+			RequestID json.RawMessage `json:"requestId"`
+			Message   *string         `json:"message"`
+			Schema    json.RawMessage `json:"requestedSchema"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.JSONRPC != "2.0" {
+		return "", "", false
+	}
+	raw := m.ID
+	switch m.Method {
+	case "elicitation/create":
+		if m.Params.Message == nil || m.Params.Schema == nil {
+			return "", "", false
+		}
+	case "notifications/cancelled":
+		if m.ID != nil {
+			return "", "", false
+		}
+		raw = m.Params.RequestID
+	default:
+		return "", "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil || !strings.HasPrefix(s, "sharedos-approval-") {
+		return "", "", false
+	}
+	return m.Method, s, true
 }
 
 // progressToken reports whether line is a notifications/progress, and

@@ -42,6 +42,10 @@ type Config struct {
 	// reader and the writer at once. ServeStdio paces the collector
 	// there.
 	OnPayload func()
+
+	// token makes a 2026-07-28 input-required result's requestState;
+	// nil means newToken. Wire scripts make theirs predictable.
+	token func() string
 }
 
 // payloadSize is the size past which a call's result is a payload (see
@@ -60,6 +64,7 @@ type server struct {
 	// decides calls: the reader, or the catalogue's fetch for the calls
 	// that waited for it, under mu (see catalogue.go).
 	legacyVersion string // negotiated by initialize; "" before
+	legacyElicit  bool   // initialize's client declared form elicitation
 	escalated     bool
 	nextCall      int64
 
@@ -97,6 +102,7 @@ func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.kernel.OnProgress(s.onProgress)
+	s.kernel.OnApproval(s.onApprovalAsk, s.onApprovalWithdrawn)
 
 	readErr := make(chan error, 1)
 	go func() { readErr <- s.read(ctx, in) }()
@@ -114,6 +120,7 @@ func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
 	s.abortCalls()
 	s.calls.Wait()
 	s.kernel.OnProgress(nil)
+	s.kernel.OnApproval(nil, nil)
 	s.kernel.Close()
 	if errors.Is(err, io.EOF) {
 		return nil
@@ -141,6 +148,7 @@ func newServer(cfg Config, out io.Writer) *server {
 		st: turnState{
 			byID:  make(map[string]*pending),
 			calls: make(map[string]*pending),
+			asks:  make(map[string]*asking),
 		},
 		wake: make(chan struct{}, 1),
 		room: make(chan struct{}, 1),

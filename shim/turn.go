@@ -45,14 +45,20 @@ type turnState struct {
 	calls    map[string]*pending // calls at the kernel whose client asked for progress, by call id
 	ordered  ring                // answers that leave in arrival order
 	loose    ring                // the shim's own answers, which leave at once
-	notes    []note              // progress notifications, in the order reported
+	notes    []note              // progress notifications and requests to the client, in the order made
+	asks     map[string]*asking  // elicitations sent to the client and not answered, by the shim's request id
+	deferred []*asking           // questions asked by an input-required result, for the retry (2026-07-28)
+	nextAsk  int64
 	cat      catalogueState
 	ended    bool // the reader queues nothing more
 	aborted  bool // the turn is over: calls still at the kernel were stopped
 	waitRoom bool // the reader waits for room (push)
 }
 
-// note is one notifications/progress line, for a call.
+// note is one line the shim sends the client on its own: a
+// notifications/progress or an elicitation/create for call, dropped once
+// the call's answer is claimed, or (call nil) a notifications/cancelled,
+// always sent.
 type note struct {
 	call *pending
 	line []byte
@@ -178,7 +184,7 @@ func (st *turnState) over() bool {
 func (st *turnState) take(into []*pending, notes [][]byte) ([]*pending, [][]byte) {
 	size := 0
 	for _, n := range st.notes {
-		if n.call.state != claimed {
+		if n.call == nil || n.call.state != claimed {
 			notes = append(notes, n.line)
 		}
 	}

@@ -27,7 +27,10 @@ var update = flag.Bool("update", false, "rewrite the expected sections of testda
 // ("in") go to a shim in front of the fake kernel; what the shim writes
 // must equal "out", and what the kernel saw must equal "kernel" when the
 // script has that section. Lines in the comment of the form "key: value"
-// set options: call-timeout, max-message, kernel (wrong-hash).
+// set options: call-timeout, max-message, kernel (wrong-hash, or
+// approvals: the fake's catalogue adds kerneltest.AskTools). A
+// 2026-07-28 input-required result's requestState is state-1, state-2,
+// and so on.
 // The catalogue's hash is written $HASH in the scripts.
 //
 // An "in" line "# wait N" is not sent: the lines after it are sent once
@@ -67,8 +70,9 @@ func runWireScript(t *testing.T, file string) {
 		t.Fatal("script has no in section")
 	}
 
-	k := kerneltest.Start(t, kerneltest.Options{WrongHash: opts["kernel"] == "wrong-hash"})
-	cfg := Config{Version: "test", Log: zerolog.Nop()}
+	k := kerneltest.Start(t, kerneltest.Options{WrongHash: opts["kernel"] == "wrong-hash", Approvals: opts["kernel"] == "approvals"})
+	tokens := 0
+	cfg := Config{Version: "test", Log: zerolog.Nop(), token: func() string { tokens++; return "state-" + strconv.Itoa(tokens) }}
 	if v, ok := opts["call-timeout"]; ok {
 		if cfg.CallTimeout, err = time.ParseDuration(v); err != nil {
 			t.Fatal(err)
@@ -189,7 +193,7 @@ func dialKernelLimit(t testing.TB, path string, maxLine int) (*kernelclient.Clie
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() }) // Serve closes it; a test that fails first must too
-	hello, err := c.Hello(context.Background(), kproto.HelloParams{Name: "wire-test", Shim: kproto.Peer{Version: "test"}})
+	hello, err := c.Hello(context.Background(), kproto.HelloParams{Name: "wire-test", Shim: kproto.Peer{Version: "test"}, Capabilities: Capabilities})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,8 +154,10 @@ func statusCell(e audit.Event) string {
 		if e.Count != nil {
 			return cli.Count(*e.Count, "tool", "tools")
 		}
-	case audit.EventTurnRefused, audit.EventTurnEscalated:
+	case audit.EventTurnRefused, audit.EventTurnEscalated, audit.EventOperatorRefused:
 		return e.Reason
+	case audit.EventApprovalRequested, audit.EventApprovalGranted, audit.EventApprovalDeclined:
+		return approvalEventStatus(e.Event, e.ApprovalID, e.Ask, e.By, e.Expires, e.Peer.UID)
 	case upstream.EventToolPinned:
 		if len(e.Changed) > 0 {
 			return e.Reason + ": " + strings.Join(e.Changed, ", ")

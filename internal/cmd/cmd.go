@@ -48,6 +48,9 @@ var commands = []command{
 	{"doctor", "check this binary, the kernel socket, the kernel and every harness's sharedos entry", runDoctor},
 	{"catalog", "show the kernel's catalogue for an integration and each harness's name for every tool", runCatalog},
 	{"audit", "show the reference kernel's audit log", runAudit},
+	{"approvals", "list the calls the running kernel holds until a person approves them", runApprovals},
+	{"approve", "approve one held call, as the kernel's operator", runApprove},
+	{"deny", "decline one held call, as the kernel's operator", runDeny},
 	{"hash", "print the catalogHash of a catalogue: kernel tool definitions, a tools/list result, catalog --json", runHash},
 	{"version", "print the version and how this binary was built", runVersion},
 }

@@ -141,6 +141,7 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 		Integrations:   cfg.Hierarchy,
 		AllowUIDs:      cfg.AllowUIDs,
 		OperatorUIDs:   cfg.OperatorUIDs,
+		AskTimeout:     cfg.AskTimeout,
 		AllowHardLinks: cfg.AllowHardLinks,
 		Upstreams:      cfg.Upstreams,
 		StateDir:       stateDir,

@@ -102,7 +102,7 @@ func explainHint(r kproto.ExplainResult) string {
 	case r.Code == kproto.CodeRateLimited:
 		return "wait for the limit's window to end, or raise the grant's limit and reload the kernel"
 	case r.Code == kproto.CodeApprovalRequired:
-		return "a person must approve each such call; a grant without ask would let it run unasked"
+		return "the kernel holds each such call until a person approves it ('sharedos-mcp approvals' lists what waits); a grant without ask would let it run unasked"
 	case r.Unavailable == kproto.UnavailableQuarantined:
 		return "'sharedos-mcp doctor' shows why it is withheld"
 	case r.Unavailable == kproto.UnavailableUpstreamNotReady:
@@ -173,7 +173,7 @@ func printExplain(w io.Writer, r kproto.ExplainResult, from string) {
 	case r.Allowed:
 		fmt.Fprintf(w, "allowed by grants of %s:\n", file)
 	case r.Code == kproto.CodeApprovalRequired:
-		fmt.Fprintf(w, "needs approval by %s before it runs (%s: this kernel refuses it until it can ask), allowed by grants of %s:\n", askWho(r.Ask), r.Code, file)
+		fmt.Fprintf(w, "needs approval by %s before it runs (%s: the kernel holds the call and asks), allowed by grants of %s:\n", askWho(r.Ask), r.Code, file)
 	default:
 		fmt.Fprintf(w, "%s %s: %s\n", r.Status, r.Code, r.Message)
 	}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/testupstream"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
+	"github.com/sharedos/sharedos-mcp/kernelclient"
 )
 
 // TestMain lets the test binary stand in for sharedos-mcp in the scripts
@@ -64,6 +66,8 @@ func (h hermeticRun) Run() int {
 //	waitupstream dir name [state]  wait (at most 60s) until the kernel's status in
 //	                         state directory dir says upstream name is ready (or
 //	                         in state)
+//	approvalid VAR           wait (at most 20s) until the kernel at $SHAREDOS_SOCKET
+//	                         holds a call for approval, and set VAR to its id
 //
 // and these variables: HOME ($WORK/home), SOCKDIR (a directory with a
 // path short enough for a socket), BINDIR (where the sharedos-mcp under
@@ -103,6 +107,7 @@ func TestScripts(t *testing.T) {
 			"code":         cmdCode,
 			"waitsock":     cmdWaitSock,
 			"waitupstream": cmdWaitUpstream,
+			"approvalid":   cmdApprovalID,
 		},
 	})
 }
@@ -175,5 +180,30 @@ func cmdWaitUpstream(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("upstream %s not %s in %s after 60s: %+v %v", args[1], want, dir, r, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cmdApprovalID polls the kernel, as its operator, for the call it holds
+// (a background serve's call reaches it when it does), and names its
+// approval id for the commands after it.
+func cmdApprovalID(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: approvalid VAR")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		k, err := kernelclient.Dial(kernelclient.Options{Socket: ts.Getenv("SHAREDOS_SOCKET"), KernelUID: -1})
+		if err == nil {
+			list, err := k.Approvals(context.Background())
+			k.Close()
+			if err == nil && len(list) > 0 {
+				ts.Setenv(args[0], list[0].ID)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("no call waits for approval after 20s (%v)", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

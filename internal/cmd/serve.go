@@ -66,7 +66,7 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 		}
 		hctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)
 		ver := shimVersion()
-		hello, err := k.Hello(hctx, kproto.HelloParams{Name: *integration, Shim: kproto.Peer{Name: "sharedos-mcp", Version: ver}})
+		hello, err := k.Hello(hctx, kproto.HelloParams{Name: *integration, Shim: kproto.Peer{Name: "sharedos-mcp", Version: ver}, Capabilities: shim.Capabilities})
 		cancel()
 		if err != nil {
 			k.Close()

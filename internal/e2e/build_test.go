@@ -21,8 +21,11 @@ import (
 // 13.4 MB: net/http's client transport and HTTP/2 (+0.34 MB), the SDK's
 // Streamable HTTP client, its auth and oauthex packages and
 // golang.org/x/oauth2 for kernel login, and the kernel's secret, webclient
-// and oauth packages.
-const maxBinarySize = 13_900_000
+// and oauth packages; with the CLI's second day it was 13.80 MB.
+// Approvals (issue 26: the kernel's registry and questions, the shim's
+// elicitation in both eras, the operator's commands) added 148 KB, to
+// 13.95 MB.
+const maxBinarySize = 14_100_000
 
 // TestReleaseBuildIsStatic builds the binary the way goreleaser.yaml does
 // and checks the promise that it runs on any Linux without a libc to

@@ -42,6 +42,13 @@ type kernelProcess struct {
 // files root is root) and returns once it says it is listening.
 func startKernelProcess(t *testing.T, config, root string) *kernelProcess {
 	t.Helper()
+	return startKernelProcessWith(t, "", config, root)
+}
+
+// startKernelProcessWith is startKernelProcess with top, keys of the
+// config's top level, before its [files] table.
+func startKernelProcessWith(t *testing.T, top, config, root string) *kernelProcess {
+	t.Helper()
 	bin := testbin.Path(t)
 	sockDir, err := os.MkdirTemp("", "sk")
 	if err != nil {
@@ -49,7 +56,7 @@ func startKernelProcess(t *testing.T, config, root string) *kernelProcess {
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	cfgFile := filepath.Join(t.TempDir(), "kernel.toml")
-	if err := os.WriteFile(cfgFile, []byte("[files]\nroot = "+fmt.Sprintf("%q", root)+"\n"+config), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(top+"[files]\nroot = "+fmt.Sprintf("%q", root)+"\n"+config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	k := &kernelProcess{sock: filepath.Join(sockDir, "k.sock"), audit: filepath.Join(t.TempDir(), "audit.jsonl"), stderr: &bytes.Buffer{}, done: make(chan error, 1)}

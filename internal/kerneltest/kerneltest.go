@@ -44,8 +44,17 @@ var Catalogue = []string{
 	`{"name":"sharedos.escalate","description":"Stop and ask a person.","namespace":"sharedos","source":"kerneltest","readWrite":"read","inputSchema":{"type":"object","properties":{"reason":{"type":"string"}}}}`,
 }
 
+// AskTools are the tools Options.Approvals adds: calls a person must
+// approve (docs/approvals.md), as the reference kernel holds them.
+var AskTools = []string{
+	`{"name":"ask.write","description":"Writes once a person approves: asks the shim (approval.ask) when it announced it can, and answers as it was answered; a retry after approval.answer approved runs.","namespace":"test","source":"kerneltest","readWrite":"write","inputSchema":{"type":"object","properties":{"path":{"type":"string"}}}}`,
+	`{"name":"ask.operator","description":"Asks the shim, then has the operator approve it first: approval.withdrawn, then the call runs.","namespace":"test","source":"kerneltest","readWrite":"write","inputSchema":{"type":"object"}}`,
+}
+
 // Options changes the fake's behaviour.
 type Options struct {
+	// Approvals adds AskTools to the catalogue.
+	Approvals bool
 	// Tools replaces Catalogue when non-nil. A catalogue the shim's
 	// projection refuses is served as it is, with an empty Hash.
 	Tools []string
@@ -106,6 +115,9 @@ func New(opts Options) (*Kernel, error) {
 	src := opts.Tools
 	if src == nil {
 		src = Catalogue
+		if opts.Approvals {
+			src = append(append([]string(nil), Catalogue...), AskTools...)
+		}
 	}
 	for _, s := range src {
 		k.tools = append(k.tools, json.RawMessage(s))
@@ -194,7 +206,7 @@ func (k *Kernel) accept() {
 		if err != nil {
 			return
 		}
-		conn := &Conn{k: k, conn: c, calls: map[string]chan struct{}{}}
+		conn := &Conn{k: k, conn: c, calls: map[string]chan struct{}{}, asks: map[string]chan string{}}
 		k.mu.Lock()
 		k.conns[conn] = true
 		k.mu.Unlock()
@@ -219,8 +231,12 @@ type Conn struct {
 	mu        sync.Mutex
 	hello     bool
 	escalated bool
+	canAsk    bool                     // the shim's hello announced approvals
 	calls     map[string]chan struct{} // cancellable calls by callId
 	slow      []chan struct{}          // slow.read calls waiting for another answer
+	asks      map[string]chan string   // approval.ask requests awaiting the shim's answer, by id
+	nextAsk   int
+	approved  []string // approvals the shim's approval.answer approved, not yet used
 }
 
 func (c *Conn) serve() {
@@ -233,7 +249,10 @@ func (c *Conn) serve() {
 		for _, ch := range c.slow {
 			close(ch)
 		}
-		c.calls, c.slow = map[string]chan struct{}{}, nil
+		for _, ch := range c.asks {
+			close(ch)
+		}
+		c.calls, c.slow, c.asks = map[string]chan struct{}{}, nil, map[string]chan string{}
 		c.mu.Unlock()
 		c.wg.Wait()
 		c.k.Record("closed")
@@ -273,6 +292,7 @@ func (c *Conn) handle(m *jsonrpc.Message) bool {
 		c.mu.Lock()
 		again := c.hello
 		c.hello = true
+		c.canAsk = p.Capabilities != nil && p.Capabilities.Approvals != nil
 		c.mu.Unlock()
 		if again {
 			c.Fail(m.ID, jsonrpc.CodeInvalidRequest, kproto.ErrAlreadyIntroduced)
@@ -346,10 +366,101 @@ func (c *Conn) handle(m *jsonrpc.Message) bool {
 		c.Reply(m.ID, struct{}{})
 	case kproto.MethodPing:
 		c.Reply(m.ID, struct{}{})
+	case kproto.MethodApprovalAnswer:
+		var p kproto.ApprovalAnswerParams
+		json.Unmarshal(m.Params, &p)
+		c.k.Record("answer %s %s", p.ApprovalID, p.Decision)
+		if p.Decision == kproto.ApprovalApproved {
+			c.mu.Lock()
+			c.approved = append(c.approved, p.ApprovalID)
+			c.mu.Unlock()
+		}
+	case "":
+		// The shim's answer to an approval.ask.
+		var id string
+		json.Unmarshal(m.ID, &id)
+		var r kproto.ApprovalAskResult
+		if m.Error != nil || json.Unmarshal(m.Result, &r) != nil {
+			r.Decision = "error"
+		}
+		c.mu.Lock()
+		ch := c.asks[id]
+		delete(c.asks, id)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- r.Decision
+		}
 	default:
 		c.k.Record("unknown %s", m.Method)
 	}
 	return true
+}
+
+// ask sends the shim approval.ask for the call p and returns the
+// approval's id and where the shim's decision arrives; nil when the shim
+// cannot be asked.
+func (c *Conn) ask(p kproto.InvokeParams) (string, chan string) {
+	c.mu.Lock()
+	if !c.canAsk {
+		c.mu.Unlock()
+		return "", nil
+	}
+	c.nextAsk++
+	n := c.nextAsk
+	id, ch := fmt.Sprintf("a%d", n), make(chan string, 1)
+	c.asks[id] = ch
+	c.mu.Unlock()
+	approval := fmt.Sprintf("apr_test%d", n)
+	c.k.Record("ask %s %s", approval, p.CallID)
+	params := kproto.ApprovalAskParams{ApprovalID: approval, CallID: p.CallID, Integration: "wire-test", Tool: p.Tool, Action: "write",
+		Resource: "test:/x", Arguments: string(p.Arguments), ArgumentsSHA256: "0000", ExpiresAt: "2026-12-01T12:10:00Z",
+		Message: "wire-test asks to run " + p.Tool + ": write on test:/x.\nArguments: " + string(p.Arguments)}
+	c.Write([]byte(`{"jsonrpc":"2.0","id":"` + id + `","method":"` + kproto.MethodApprovalAsk + `","params":` + string(mustJSON(params)) + "}\n"))
+	return approval, ch
+}
+
+// asked answers an ask tool's call as the reference kernel would: run on
+// an approval the shim's approval.answer gave, else ask and answer as
+// the shim answered.
+func (c *Conn) asked(p kproto.InvokeParams) kproto.InvokeResult {
+	c.mu.Lock()
+	if len(c.approved) > 0 {
+		used := c.approved[0]
+		c.approved = c.approved[1:]
+		c.mu.Unlock()
+		c.k.Record("ran %s on %s", p.Tool, used)
+		return kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`"approved and run"`)}
+	}
+	c.mu.Unlock()
+	approval, ch := c.ask(p)
+	if ch == nil {
+		return pending("apr_oob")
+	}
+	if p.Tool == "ask.operator" {
+		c.Notify(kproto.MethodApprovalWithdrawn, kproto.ApprovalWithdrawnParams{ApprovalID: approval, Reason: kproto.WithdrawnDecided, Decision: kproto.ApprovalApproved, By: "operator"})
+		c.k.Record("withdrawn %s", approval)
+		return kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`"approved by the operator and run"`)}
+	}
+	d, ok := <-ch
+	if !ok {
+		return kproto.InvokeResult{Status: kproto.StatusFailed, Code: kproto.CodeCancelled}
+	}
+	c.k.Record("asked %s %s", approval, d)
+	switch d {
+	case kproto.ApprovalApproved:
+		return kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`"approved and run"`)}
+	case kproto.ApprovalDeclined:
+		no := false
+		return kproto.InvokeResult{Status: kproto.StatusDenied, Code: kproto.CodeApprovalDeclined, Retryable: &no, ApprovalID: approval,
+			Message: "The person at the harness declined this call (approval " + approval + ")"}
+	}
+	return pending(approval)
+}
+
+func pending(approval string) kproto.InvokeResult {
+	yes := true
+	return kproto.InvokeResult{Status: kproto.StatusDenied, Code: kproto.CodeApprovalPending, Retryable: &yes, ApprovalID: approval,
+		Message: "a person has been asked to approve this call (approval " + approval + ") and has not answered yet"}
 }
 
 // invoke answers one call. escalated and release were decided when the
@@ -416,6 +527,8 @@ func (c *Conn) invoke(id json.RawMessage, p kproto.InvokeParams, release, releas
 		}
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`"done"`)}
 		after = a.After
+	case strings.HasPrefix(p.Tool, "ask."):
+		res = c.asked(p)
 	case p.Tool == "echo":
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: mustJSON(map[string]json.RawMessage{"echo": p.Arguments, "again": p.Arguments})}
 	default:

@@ -22,6 +22,23 @@ const (
 	// MethodExplain is an operator method: how the kernel would decide a
 	// call now, without running it (ExplainParams, ExplainResult).
 	MethodExplain = "kernel.explain"
+
+	// Approvals (docs/approvals.md). MethodApprovalAsk is the kernel's
+	// one request to the shim: ask the person at the harness about a
+	// call the kernel holds (ApprovalAskParams, ApprovalAskResult). A
+	// kernel sends it only to a shim whose hello announced
+	// ShimCapabilities.Approvals. MethodApprovalWithdrawn (kernel → shim,
+	// notification) says the kernel no longer waits for that answer.
+	// MethodApprovalAnswer (shim → kernel, notification) is the person's
+	// answer to an ask the shim deferred (ApprovalDeferred).
+	MethodApprovalAsk       = "approval.ask"
+	MethodApprovalWithdrawn = "approval.withdrawn"
+	MethodApprovalAnswer    = "approval.answer"
+	// Operator methods: what waits for approval (ApprovalsListResult),
+	// and a decision on one (ApprovalDecideParams, ApprovalDecideResult).
+	MethodApprovalsList    = "approvals.list"
+	MethodApprovalsApprove = "approvals.approve"
+	MethodApprovalsDeny    = "approvals.deny"
 )
 
 // Reason codes carried in a JSON-RPC error's data.code.
@@ -35,6 +52,13 @@ const (
 	// does not serve as operator), and a hello from a uid served as
 	// operator only.
 	ErrOperatorOnly = "operator_only"
+	// ErrUnknownApproval: approvals.approve or approvals.deny named no
+	// approval that waits: it never existed, it expired, or the kernel
+	// restarted since.
+	ErrUnknownApproval = "unknown_approval"
+	// ErrApprovalDecided: the approval was decided before (the first
+	// decision wins); the error's message says how and by whom.
+	ErrApprovalDecided = "approval_decided"
 )
 
 // Invocation statuses.
@@ -63,6 +87,14 @@ const (
 	// CodeApprovalRequired: denied, the grants allow the call only once a
 	// person approves it, and the kernel cannot ask.
 	CodeApprovalRequired = "approval_required"
+	// CodeApprovalPending: denied, retryable. A person has been asked to
+	// approve the call (InvokeResult.ApprovalID) and has not answered
+	// within the kernel's ask_timeout; once they approve it, the same
+	// call (same arguments) runs without asking again.
+	CodeApprovalPending = "approval_pending"
+	// CodeApprovalDeclined: denied, not retryable. A person declined the
+	// call; it is not asked again in this turn.
+	CodeApprovalDeclined = "approval_declined"
 	// Codes of brokered calls (a tool of an upstream MCP server).
 	CodeUpstreamError       = "upstream_error"       // failed: the upstream answered isError or a JSON-RPC error
 	CodeUpstreamTimeout     = "upstream_timeout"     // failed, retryable: no answer within its call_timeout
@@ -88,6 +120,17 @@ type HelloParams struct {
 	Name   string `json:"name"`
 	Shim   Peer   `json:"shim"`
 	Client *Peer  `json:"client,omitempty"`
+	// Capabilities are what the shim speaks beyond protocol 1's
+	// requests; absent, nothing more.
+	Capabilities *ShimCapabilities `json:"capabilities,omitempty"`
+}
+
+// ShimCapabilities are the optional parts of the protocol a shim speaks.
+type ShimCapabilities struct {
+	// Approvals: the shim answers approval.ask and approval.withdrawn,
+	// and may send approval.answer. Without it the kernel asks only the
+	// operator, out of band.
+	Approvals *struct{} `json:"approvals,omitempty"`
 }
 
 // Principal is who a turn acts for.
@@ -135,6 +178,9 @@ type InvokeResult struct {
 	// RetryAfterMs is, for rate_limited, how long in milliseconds until
 	// the same call can be allowed again.
 	RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
+	// ApprovalID is, for approval_pending and approval_declined, the
+	// approval a person was asked for.
+	ApprovalID string `json:"approvalId,omitempty"`
 }
 
 // CancelParams is call.cancel's params.
@@ -225,4 +271,111 @@ type ExplainGrant struct {
 	Detail       string `json:"detail,omitempty"`
 	Ask          string `json:"ask,omitempty"`
 	RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
+}
+
+// Approval decisions, as a shim answers approval.ask and approval.answer.
+const (
+	// ApprovalApproved: the person approved the call (an elicitation
+	// accepted with approve true).
+	ApprovalApproved = "approved"
+	// ApprovalDeclined: the person declined it.
+	ApprovalDeclined = "declined"
+	// ApprovalCancelled: asked, and no decision came (the person
+	// dismissed the question, or the client answered it with an error).
+	ApprovalCancelled = "cancelled"
+	// ApprovalUnavailable: the shim cannot ask the harness's person (its
+	// client did not declare elicitation, or the call is gone).
+	ApprovalUnavailable = "unavailable"
+	// ApprovalDeferred: the shim asked in a way that ends the call's
+	// request first (the 2026-07-28 era's input-required result); the
+	// answer follows as approval.answer, before the call's retry.
+	ApprovalDeferred = "deferred"
+)
+
+// ApprovalAskParams asks the shim to ask the person at the harness
+// whether the held call CallID may run. Message is what the person
+// reads, written by the kernel: the integration, tool, action, resource
+// and a bounded preview of the arguments with control characters shown
+// escaped.
+type ApprovalAskParams struct {
+	ApprovalID      string `json:"approvalId"`
+	CallID          string `json:"callId"`
+	Integration     string `json:"integration"`
+	Tool            string `json:"tool"`
+	Action          string `json:"action"`
+	Resource        string `json:"resource"`
+	Arguments       string `json:"arguments"`       // the preview
+	ArgumentsSHA256 string `json:"argumentsSha256"` // of the arguments as they will be executed
+	ExpiresAt       string `json:"expiresAt"`       // RFC 3339: until when it can be approved
+	Message         string `json:"message"`
+}
+
+// ApprovalAskResult is the shim's answer to approval.ask: one of the
+// Approval* decisions.
+type ApprovalAskResult struct {
+	Decision string `json:"decision"`
+}
+
+// Reasons of approval.withdrawn.
+const (
+	WithdrawnDecided   = "decided"   // decided elsewhere first: Decision and By say how
+	WithdrawnTimeout   = "timeout"   // the call waited ask_timeout and was answered approval_pending
+	WithdrawnCancelled = "cancelled" // the call was cancelled, or its turn or the kernel is ending
+)
+
+// ApprovalWithdrawnParams tells the shim the kernel no longer waits for
+// its answer to the ask for ApprovalID: the shim stops asking, and an
+// answer it still sends is ignored.
+type ApprovalWithdrawnParams struct {
+	ApprovalID string `json:"approvalId"`
+	Reason     string `json:"reason"`
+	Decision   string `json:"decision,omitempty"` // approved or declined, for WithdrawnDecided
+	By         string `json:"by,omitempty"`       // who decided, for WithdrawnDecided
+}
+
+// ApprovalAnswerParams is the person's answer to an ask the shim
+// deferred: approved or declined.
+type ApprovalAnswerParams struct {
+	ApprovalID string `json:"approvalId"`
+	Decision   string `json:"decision"`
+}
+
+// Approval is one approval request, as approvals.list shows it.
+type Approval struct {
+	ID              string `json:"id"`
+	Integration     string `json:"integration"`
+	Tool            string `json:"tool"`
+	Action          string `json:"action"`
+	Resource        string `json:"resource"`
+	Arguments       string `json:"arguments"` // a bounded preview, control characters escaped
+	ArgumentsSHA256 string `json:"argumentsSha256"`
+	// Ask is who may approve it: AskHarness (the person at the harness,
+	// or the operator) or AskOperator (only the operator).
+	Ask         string `json:"ask"`
+	ExecutionID string `json:"executionId"`
+	RequestedAt string `json:"requestedAt"` // RFC 3339
+	ExpiresAt   string `json:"expiresAt"`   // until when it can be decided
+}
+
+// ApprovalsListResult answers approvals.list: the approvals that wait
+// for a decision, oldest first.
+type ApprovalsListResult struct {
+	Approvals []Approval `json:"approvals"`
+}
+
+// ApprovalDecideParams names the approval approvals.approve or
+// approvals.deny decides.
+type ApprovalDecideParams struct {
+	ID string `json:"id"`
+}
+
+// ApprovalDecideResult is the decision recorded: approved (good until
+// ApprovedUntil, for one call) or declined.
+type ApprovalDecideResult struct {
+	ID            string `json:"id"`
+	Decision      string `json:"decision"`
+	Integration   string `json:"integration"`
+	Tool          string `json:"tool"`
+	Resource      string `json:"resource"`
+	ApprovedUntil string `json:"approvedUntil,omitempty"` // RFC 3339
 }

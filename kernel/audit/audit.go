@@ -47,6 +47,16 @@ const (
 	// connection, or a uid the kernel does not serve as operator. Reason
 	// says which method and why.
 	EventOperatorRefused = "operator.refused"
+	// Approvals (docs/approvals.md). EventApprovalRequested is recorded,
+	// and synced, before a person is asked about a held call: the
+	// binding (integration, tool, action, resource, argumentsSha256), the
+	// approval's id, who may approve (ask) and until when (expires).
+	// EventApprovalGranted and EventApprovalDeclined record the decision
+	// and who made it (by: harness or operator, with the deciding
+	// connection's peer), synced before the call acts.
+	EventApprovalRequested = "tool.approval.requested"
+	EventApprovalGranted   = "tool.approval.granted"
+	EventApprovalDeclined  = "tool.approval.declined"
 	// EventSegment is written by the log itself where its chain
 	// needs explaining: after lines it set aside, or at the start of the
 	// file that replaced a rotated one. Its Reason is a Segment* value.
@@ -123,6 +133,18 @@ type Event struct {
 	Grants       []GrantRef `json:"grants,omitempty"`
 	Nearest      []GrantRef `json:"nearest,omitempty"`
 	RetryAfterMs *int64     `json:"retryAfterMs,omitempty"`
+
+	// Approvals: the approval a record is about (tool.approval.*, and a
+	// call's tool.authorized and tool.invoked when it ran, or was
+	// refused, under one), the SHA-256 of the arguments it binds, who may
+	// approve (ask: harness or operator), until when (expires: for a
+	// request, until when it can be decided; for a grant, until when the
+	// approval is good), and who decided (by: harness or operator).
+	ApprovalID      string `json:"approvalId,omitempty" max:"64"`
+	ArgumentsSHA256 string `json:"argumentsSha256,omitempty" max:"64"`
+	Ask             string `json:"ask,omitempty" max:"16"`
+	Expires         string `json:"expires,omitempty" max:"64"`
+	By              string `json:"by,omitempty" max:"16"`
 
 	// audit.segment only.
 	Continues string `json:"continues,omitempty"`

@@ -37,6 +37,10 @@ type Config struct {
 	// saying hello. They may connect for that even when AllowUIDs does
 	// not name them.
 	OperatorUIDs []uint32
+	// AskTimeout is how long a call that needs a person's approval is
+	// held before it is answered approval_pending; 0 means
+	// DefaultAskTimeout.
+	AskTimeout time.Duration
 	// Integrations are the [[integration]] declarations, in file order,
 	// and Hierarchy the parents they give (the zero Hierarchy when there
 	// are none).
@@ -182,6 +186,7 @@ type fileConfig struct {
 	StateDir     string   `toml:"state_dir"`
 	AllowUIDs    []uint32 `toml:"allow_uids"`
 	OperatorUIDs []uint32 `toml:"operator_uids"`
+	AskTimeout   string   `toml:"ask_timeout"`
 	Files        struct {
 		Root           string `toml:"root"`
 		AllowHardLinks bool   `toml:"allow_hard_links"`
@@ -211,6 +216,16 @@ type fileGrant struct {
 	Limit     string `toml:"limit"`
 	TurnLimit *int64 `toml:"turn_limit"`
 }
+
+// DefaultAskTimeout is how long the kernel holds a call that waits for a
+// person's approval when the config does not say: below serve's default
+// --call-timeout (2m), so the held call is answered approval_pending
+// before the shim gives up on it.
+const DefaultAskTimeout = 60 * time.Second
+
+// MaxAskTimeout bounds ask_timeout: a held call keeps its place in its
+// turn, and the calls with effects behind it wait for it.
+const MaxAskTimeout = 10 * time.Minute
 
 // Default serves root read-only (read, list, search, everything
 // beneath it) to every integration: the quickstart with no --config.
@@ -405,6 +420,15 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 	}
 	if fc.OperatorUIDs != nil && len(fc.OperatorUIDs) == 0 {
 		errs.add(fmt.Errorf("%s: operator_uids is empty; remove it (the kernel's own uid and root are operators anyway)", name))
+	}
+	if fc.AskTimeout != "" {
+		d, err := time.ParseDuration(fc.AskTimeout)
+		if err != nil || d <= 0 || d > MaxAskTimeout {
+			errs.add(fmt.Errorf("%s: ask_timeout %q: want a positive Go duration of at most %s, below serve's --call-timeout (2m by default), e.g. \"60s\"",
+				name, fc.AskTimeout, MaxAskTimeout))
+		} else {
+			c.AskTimeout = d
+		}
 	}
 	upstreamsOK := true
 	for i := range fc.Upstream {
@@ -766,6 +790,7 @@ var wantValue = map[string]string{
 	"state_dir":                `a string, e.g. state_dir = "~/.local/state/sharedos"`,
 	"allow_uids":               "an array of uids, e.g. allow_uids = [1000]",
 	"operator_uids":            "an array of uids, e.g. operator_uids = [1001]",
+	"ask_timeout":              `a Go duration string, e.g. ask_timeout = "60s"`,
 	"integration":              "tables: [[integration]]",
 	"integration.name":         `a string, e.g. name = "claude-code.explorer"`,
 	"integration.parent":       `a string, e.g. parent = "claude-code"`,

@@ -32,6 +32,8 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"an expiry without an offset", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nexpires = 2027-01-01T00:00:00\n", []string{"offset"}},
 		{"an empty allow_uids", "allow_uids = []\n", []string{"allow_uids is empty"}},
 		{"an empty operator_uids", "operator_uids = []\n", []string{"operator_uids is empty"}},
+		{"an ask_timeout that is no duration", "ask_timeout = \"a minute\"\n", []string{`c.toml: ask_timeout "a minute": want a positive Go duration of at most 10m0s`}},
+		{"an ask_timeout too long to hold a call", "ask_timeout = \"1h\"\n", []string{`ask_timeout "1h"`, "below serve's --call-timeout"}},
 		{"a misspelt key, with what it means", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nask_tll = \"1m\"\n", []string{"c.toml:5:1", `unknown key "grant.ask_tll" (did you mean ask_ttl?)`}},
 		{"an ask no one can answer", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nask = \"boss\"\n", []string{"c.toml:1: grant #1", `ask "boss": want "harness"`}},
 		{"an ask_ttl without ask", grantHead + "resource = \"files:/\"\nactions = [\"read\"]\nask_ttl = \"5m\"\n", []string{"c.toml:1: grant #1", "ask_ttl \"5m\" is set but ask is not"}},
@@ -107,6 +109,7 @@ actions = ["escalate"]
 
 func TestParseGrantBudgetsAndIntegrations(t *testing.T) {
 	doc := `operator_uids = [1001]
+ask_timeout = "45s"
 [[grant]]
 subject = "integration:claude-code"
 resource = "files:/src"
@@ -139,13 +142,13 @@ parent = "claude-code"
 	if g1.Ask != policy.AskOperator || g1.AskTTL != 90*time.Second || !g1.Limit.IsZero() || g1.TurnLimit != 0 {
 		t.Errorf("grant #2 = %+v", g1)
 	}
-	if !reflect.DeepEqual(c.OperatorUIDs, []uint32{1001}) {
-		t.Errorf("operator_uids = %v", c.OperatorUIDs)
+	if !reflect.DeepEqual(c.OperatorUIDs, []uint32{1001}) || c.AskTimeout != 45*time.Second {
+		t.Errorf("operator_uids = %v, ask_timeout = %v", c.OperatorUIDs, c.AskTimeout)
 	}
 	if got := c.Hierarchy.Chain("claude-code.explorer"); !reflect.DeepEqual(got, []string{"claude-code.explorer", "claude-code"}) {
 		t.Errorf("chain = %v", got)
 	}
-	if !reflect.DeepEqual(c.Lines.Integrations, []int{19}) || c.IntegrationRef(0) != `c.toml:19: integration "claude-code.explorer"` {
+	if !reflect.DeepEqual(c.Lines.Integrations, []int{20}) || c.IntegrationRef(0) != `c.toml:20: integration "claude-code.explorer"` {
 		t.Errorf("integration lines %v, ref %q", c.Lines.Integrations, c.IntegrationRef(0))
 	}
 }

@@ -1,8 +1,10 @@
 // Command demo runs the quickstart: the reference kernel under the
-// example config's grants, serving a copy of the demo tree, and one
-// scripted MCP session through the shim that shows what the grants allow
-// and refuse; then the audit record of that turn, in call order, and its
-// hash chain.
+// example config's grants, and one more that asks a person, serving a
+// copy of the demo tree; one scripted MCP session through the shim that
+// shows what the grants allow and refuse; a second whose write waits for
+// a person's approval, which the operator gives out of band while it
+// waits; then the audit record, each call in its place, and its hash
+// chain.
 //
 //	go run ./scripts/demo [-bin ./sharedos-mcp]
 package main
@@ -55,15 +57,37 @@ var session = []string{
 	`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/docs/README.md"}}}`,
 }
 
+// asking is the grant the demo adds to the example's: writing the
+// changelog waits for a person's yes, call by call.
+const asking = `
+# Added by the demo: Claude Code may write /docs/CHANGELOG.md only once a
+# person approves each call: the person at the harness (MCP elicitation),
+# or the operator (sharedos-mcp approve).
+[[grant]]
+subject = "integration:claude-code"
+resource = "files:/docs/CHANGELOG.md"
+actions = ["write"]
+ask = "harness"
+`
+
+// askedTurn is the second turn: a client that declares no elicitation
+// (so only the operator can be asked) writes the changelog.
+var askedTurn = []string{
+	`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"demo","version":"1"}}}`,
+	`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"files.write","arguments":{"path":"/docs/CHANGELOG.md","content":"v2: the README is left as it was\n"}}}`,
+}
+
 // what says, per request id, what the demo shows with it.
 var what = map[int]string{
-	3: "read a file under /docs (granted)",
-	4: "write under /docs/drafts (granted until 2027)",
-	5: "write /docs/README.md (only read is granted there)",
-	6: "read /docs/outside, a link to a file outside the root",
-	7: "read back what #4 wrote (calls take effect in arrival order)",
-	8: "escalate to a person",
-	9: "any call after the escalation",
+	3:  "read a file under /docs (granted)",
+	4:  "write under /docs/drafts (granted until 2027)",
+	5:  "write /docs/README.md (only read is granted there)",
+	6:  "read /docs/outside, a link to a file outside the root",
+	7:  "read back what #4 wrote (calls take effect in arrival order)",
+	8:  "escalate to a person",
+	9:  "any call after the escalation",
+	10: "write /docs/CHANGELOG.md, held until a person approves it",
 }
 
 func run(bin string, out io.Writer) error {
@@ -91,6 +115,15 @@ func run(bin string, out io.Writer) error {
 	}
 	sock := filepath.Join(tmp, "kernel.sock")
 	audit := filepath.Join(tmp, "audit.jsonl")
+	example, err := os.ReadFile(config)
+	if err != nil {
+		return err
+	}
+	config := filepath.Join(tmp, "kernel.toml")
+	if err := os.WriteFile(config, append(example, asking...), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "$ cp testdata/kernel/example.toml %s; cat >> %s   # the example's grants, and one that asks\n%s\n\n", config, config, strings.TrimSpace(asking))
 
 	check := []string{"kernel", "check", "--config", config, "--root", root}
 	fmt.Fprintf(out, "$ sharedos-mcp %s   # what each integration may do\n", strings.Join(check, " "))
@@ -133,7 +166,11 @@ func run(bin string, out io.Writer) error {
 		}
 	}
 
-	fmt.Fprintf(out, "\n$ sharedos-mcp audit --file %s   # the turn, each call in its place\n", audit)
+	if err := approvedOutOfBand(bin, sock, out); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "\n$ sharedos-mcp audit --file %s   # the turns, each call in its place\n", audit)
 	table, err := exec.Command(bin, "audit", "--file", audit).CombinedOutput()
 	out.Write(table)
 	if err != nil {
@@ -143,6 +180,56 @@ func run(bin string, out io.Writer) error {
 	verify, err := exec.Command(bin, "audit", "verify", "--file", audit).CombinedOutput()
 	out.Write(verify)
 	return err
+}
+
+// approvedOutOfBand plays the second turn: its write is held while a
+// person is asked; the operator lists what waits and approves it, and the
+// held call runs.
+func approvedOutOfBand(bin, sock string, out io.Writer) error {
+	fmt.Fprintf(out, "\n$ sharedos-mcp serve --integration claude-code --socket %s &   # a second turn, whose client cannot be asked\n", sock)
+	serve := exec.Command(bin, "serve", "--integration", "claude-code", "--socket", sock)
+	serve.Stdin = strings.NewReader(strings.Join(askedTurn, "\n") + "\n")
+	serve.Stderr = os.Stderr
+	var answers strings.Builder
+	serve.Stdout = &answers
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	defer serve.Process.Kill()
+	var id string
+	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+		listed, err := exec.Command(bin, "approvals", "--json", "--socket", sock).Output()
+		if err != nil {
+			return fmt.Errorf("approvals: %w", err)
+		}
+		var l struct{ Approvals []struct{ ID string } }
+		if err := json.Unmarshal(listed, &l); err != nil {
+			return err
+		}
+		if len(l.Approvals) > 0 {
+			id = l.Approvals[0].ID
+		} else if time.Now().After(deadline) {
+			return errors.New("the changelog write never waited for approval")
+		}
+	}
+	for _, cmd := range [][]string{{"approvals", "--socket", sock}, {"approve", id, "--socket", sock}} {
+		fmt.Fprintf(out, "\n$ sharedos-mcp %s   # the operator, out of band\n", strings.Join(cmd, " "))
+		b, err := exec.Command(bin, cmd...).CombinedOutput()
+		out.Write(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cmd[0], err)
+		}
+	}
+	if err := serve.Wait(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	fmt.Fprintln(out, "\n# the second turn's answers")
+	for _, line := range strings.Split(strings.TrimSpace(answers.String()), "\n") {
+		if err := describe(out, line); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // build builds the binary, saying every few seconds that it still is:
