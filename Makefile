@@ -46,7 +46,7 @@ bench: ## run the go test benchmarks (hot paths: framing, catalogue hashing, one
 
 bench-relay: ## measure serve against its floors (echo, direct, a minimal relay) and the Go and TypeScript SDK relays; rewrites BENCHMARKS.md (manual, never in CI)
 	npm ci --prefix bench/node --no-audit --no-fund
-	go run ./bench/cmd/benchrelay -markdown > BENCHMARKS.md.tmp
+	go run ./bench/cmd/benchrelay -markdown -keep BENCHMARKS.md > BENCHMARKS.md.tmp
 	sed -n '/^<!-- benchremote:begin -->$$/,/^<!-- benchremote:end -->$$/p' BENCHMARKS.md | sed '1s/^/\n/' >> BENCHMARKS.md.tmp
 	mv BENCHMARKS.md.tmp BENCHMARKS.md
 

@@ -442,6 +442,13 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, named 
 	if err != nil {
 		o := brokeredFailure(err)
 		o.acted = effect && !upstream.NotSent(err)
+		if o.acted && o.retryable {
+			// A call with an effect that its upstream may have received
+			// may have acted whatever became of its answer (a timeout, a
+			// crash): a model told to retry would do it twice (ADR 0035).
+			o.retryable = false
+			o.message += "; it may have acted: check before calling it again"
+		}
 		span.End(o.code)
 		return c, o
 	}

@@ -84,7 +84,9 @@ func (o Options) Trusted(uid uint32) bool {
 // kernel to read (WaitRoom bounds the queue for a caller that may flood
 // it), and requests queued while a write is under way go together in the
 // next one. Answers are read by another (readLoop), which copies each once
-// out of its read buffer and hands it over.
+// out of its read buffer and hands it over; an answer longer than the
+// buffer is read into a slice of its own (jsonrpc.Reader.Long), and handed
+// over as it is.
 type Client struct {
 	conn *net.UnixConn
 	r    *jsonrpc.Reader
@@ -218,15 +220,14 @@ func (c *Client) readLoop() {
 	for {
 		var line []byte
 		// In place: what is kept of a line is copied out of it before
-		// the next read (deliver). The read buffer keeps the size the
-		// longest answer grew it to, so a turn that relays large
-		// results does not regrow it for each of them.
+		// the next read (deliver), unless the line is already the
+		// client's own (Long).
 		line, err = c.r.ReadLine()
 		if errors.Is(err, jsonrpc.ErrLineTooLong) {
 			// One answer too long to take fails its own request, not
 			// the turn.
 			if id, ok := leadingID(c.r.Skipped()); ok {
-				c.deliver(id, jsonrpc.Envelope{}, ErrAnswerTooLarge)
+				c.deliver(id, jsonrpc.Envelope{}, false, ErrAnswerTooLarge)
 			}
 			continue
 		}
@@ -255,7 +256,7 @@ func (c *Client) readLoop() {
 			continue // nothing else is asked of a shim
 		}
 		if id, ok := parseID(m.ID); ok {
-			c.deliver(id, m, nil)
+			c.deliver(id, m, c.r.Long(), nil)
 		}
 	}
 	c.mu.Lock()
@@ -272,8 +273,10 @@ func (c *Client) readLoop() {
 
 // deliver hands a request its answer, if it is still awaited: the
 // answer m, a message of the line just read, or err. What the waiter
-// keeps of m is copied out of the read buffer here, once.
-func (c *Client) deliver(id int64, m jsonrpc.Envelope, err error) {
+// keeps of m is copied out of the read buffer here, once, unless the line
+// is the client's own (own: the reader assembled a long line into a
+// slice of its own, which the waiter then keeps instead).
+func (c *Client) deliver(id int64, m jsonrpc.Envelope, own bool, err error) {
 	c.mu.Lock()
 	w, ok := c.pending[id]
 	delete(c.pending, id)
@@ -285,7 +288,7 @@ func (c *Client) deliver(id int64, m jsonrpc.Envelope, err error) {
 		w.give(Answer{err: err})
 		return
 	}
-	w.give(answer(m))
+	w.give(answer(m, own))
 }
 
 func (w waiter) give(a Answer) {
@@ -392,9 +395,13 @@ func leadingID(b []byte) (int64, bool) {
 }
 
 // answer turns the kernel's response into what the waiting call gets,
-// its own copy of the result.
-func answer(m jsonrpc.Envelope) Answer {
+// its own copy of the result: a slice of the line when own says the line
+// is the client's, else a copy out of the read buffer.
+func answer(m jsonrpc.Envelope, own bool) Answer {
 	if m.Error == nil || string(m.Error) == "null" {
+		if own {
+			return Answer{result: m.Result}
+		}
 		return Answer{result: bytes.Clone(m.Result)}
 	}
 	ke := &KernelError{}
@@ -640,12 +647,12 @@ func (c *Client) unqueue(b []byte) {
 	}
 }
 
-// queueOwn queues b, a request in a buffer of its own (large arguments),
-// and wakes writeLoop.
-func (c *Client) queueOwn(b []byte) {
-	c.queue = append(c.queue, b)
+// queueOwn queues a request of n bytes in buffers of its own (large
+// arguments), in order, and wakes writeLoop.
+func (c *Client) queueOwn(n int, bufs ...[]byte) {
+	c.queue = append(c.queue, bufs...)
 	c.open = false
-	c.queued += len(b)
+	c.queued += n
 	c.more.Signal()
 }
 
@@ -672,7 +679,7 @@ func (c *Client) writeLoop() {
 		n := c.queued // what this write takes: it counts until written
 		c.open = false
 		var small []byte // kept for reuse once written
-		if b := taken[0]; cap(b) <= smallBuffer {
+		if b := taken[0]; cap(b) == smallBuffer {
 			small = b[:0]
 		}
 		c.wmu.Unlock()
@@ -770,12 +777,18 @@ func (c *Client) StartInvoke(p kproto.InvokeParams) (*Call, error) {
 // runs there, once, after StartInvokeFunc has returned nil. The answer is
 // f's to keep. f must not block: every other answer and progress report
 // waits while it runs.
-func (c *Client) StartInvokeFunc(p kproto.InvokeParams, f func(Answer)) error {
+//
+// The arguments are copied into the client's queue, unless given: then
+// they are handed over and written to the kernel from where they are, and
+// the caller must not change them again. The shim gives the arguments of a
+// long stdin line, which the line's reader assembled for it alone
+// (jsonrpc.Reader.Long), so a 4 MiB argument is not copied a second time.
+func (c *Client) StartInvokeFunc(p kproto.InvokeParams, given bool, f func(Answer)) error {
 	id, err := c.registerID(waiter{f: f})
 	if err != nil {
 		return err
 	}
-	if err := c.sendInvoke(id, p); err != nil {
+	if err := c.sendInvoke(id, p, given); err != nil {
 		c.forget(id)
 		return err
 	}
@@ -789,7 +802,7 @@ func (c *Client) startInvoke(p kproto.InvokeParams) (*Call, error) {
 		return nil, err
 	}
 	call.ch = ch
-	if err := c.sendInvoke(call.id, p); err != nil {
+	if err := c.sendInvoke(call.id, p, false); err != nil {
 		c.forget(call.id)
 		return nil, err
 	}
@@ -872,15 +885,17 @@ func invokeArguments(p kproto.InvokeParams) []byte {
 const inlineArguments = 8 << 10
 
 // sendInvoke queues one tools.invoke. Its arguments are copied, once,
-// into the queue: the caller's are a slice of its own read buffer.
-func (c *Client) sendInvoke(id int64, p kproto.InvokeParams) error {
+// into the queue (the caller's are a slice of its own read buffer), or,
+// when given and large, queued as they are between a head and a tail of
+// their own.
+func (c *Client) sendInvoke(id int64, p kproto.InvokeParams, given bool) error {
 	args := invokeArguments(p)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.writable(); err != nil {
 		return err
 	}
-	var head [96]byte
+	var head [256]byte // a head of a tool name up to 128 bytes, on the stack
 	h := append(head[:0], `{"jsonrpc":"2.0","id":`...)
 	h = strconv.AppendInt(h, id, 10)
 	h = append(h, `,"method":"`+kproto.MethodInvoke+`","params":`...)
@@ -890,10 +905,15 @@ func (c *Client) sendInvoke(id int64, p kproto.InvokeParams) error {
 	if n-1 > c.maxSend {
 		return fmt.Errorf("%s: %w (%d bytes)", kproto.MethodInvoke, ErrRequestTooLarge, c.maxSend)
 	}
-	if len(args) > inlineArguments {
+	switch {
+	case len(args) > inlineArguments && given:
+		ends := append(append(make([]byte, 0, len(h)+len(tail)), h...), tail...)
+		c.queueOwn(n, ends[:len(h)], args, ends[len(h):])
+		return nil
+	case len(args) > inlineArguments:
 		// make and append, not slices.Concat: under the race detector
 		// Concat allocates its size twice.
-		c.queueOwn(append(append(append(make([]byte, 0, n), h...), args...), tail...))
+		c.queueOwn(n, append(append(append(make([]byte, 0, n), h...), args...), tail...))
 		return nil
 	}
 	b := c.openBuffer()
@@ -935,7 +955,7 @@ func decodeInvokeWith(raw []byte, checked bool) (kproto.InvokeResult, error) {
 		var err error
 		switch string(key) {
 		case `"status"`:
-			r.Status, err = jsonrpc.DecodeString(value)
+			r.Status, err = status(value)
 		case `"code"`:
 			r.Code, err = jsonrpc.DecodeString(value)
 		case `"message"`:
@@ -971,6 +991,20 @@ func decodeInvokeWith(raw []byte, checked bool) (kproto.InvokeResult, error) {
 		err = jsonrpc.EachMember(raw, member)
 	}
 	return r, err
+}
+
+// status decodes a result's status: the statuses of the protocol as
+// constants, without a string made for each answer.
+func status(raw []byte) (string, error) {
+	switch string(raw) {
+	case `"` + kproto.StatusSucceeded + `"`:
+		return kproto.StatusSucceeded, nil
+	case `"` + kproto.StatusDenied + `"`:
+		return kproto.StatusDenied, nil
+	case `"` + kproto.StatusFailed + `"`:
+		return kproto.StatusFailed, nil
+	}
+	return jsonrpc.DecodeString(raw)
 }
 
 // decodeMillis reads a count of milliseconds as json.Unmarshal reads it

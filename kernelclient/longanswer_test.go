@@ -47,7 +47,7 @@ func TestALongAnswerIsCheckedWhole(t *testing.T) {
 		t.Fatalf("a valid long output to a channel waiter: %s, %d bytes of output, %v", res.Status, len(res.Output), err)
 	}
 	got := make(chan kproto.InvokeResult, 1)
-	if err := c.StartInvokeFunc(kproto.InvokeParams{CallID: "valid", Tool: "echo", Arguments: []byte(`{}`), CatalogHash: k.Hash}, func(a Answer) {
+	if err := c.StartInvokeFunc(kproto.InvokeParams{CallID: "valid", Tool: "echo", Arguments: []byte(`{}`), CatalogHash: k.Hash}, false, func(a Answer) {
 		res, err := a.Invoke()
 		if err != nil {
 			t.Errorf("a valid long output to a function waiter: %v", err)

@@ -38,13 +38,18 @@ func batchesAllowed(v string) bool { return v == "2024-11-05" || v == "2025-03-2
 
 // request is one JSON-RPC request or notification from the client, as far
 // as the shim needs it. params' values are slices of the stdin line, which
-// the reader reuses: they are read while the line is handled, never after.
-// id is the request's own copy, as its answer is written later.
+// the reader reuses: they are read while the line is handled, never after,
+// and dropped then. id is the request's own copy, as its answer is written
+// later.
 type request struct {
 	id     json.RawMessage // nil for a notification
 	method string
 	params params
 	modern bool
+	// own says the line is the request's: a long line, which the reader
+	// assembled for it alone (jsonrpc.Reader.Long). What a call keeps of
+	// it (its arguments) is then handed on, not copied.
+	own bool
 	// progressToken is params._meta.progressToken, the request's own copy.
 	progressToken json.RawMessage
 	// traceParent and traceState are params._meta's W3C trace context
@@ -72,8 +77,9 @@ type params struct {
 }
 
 // handleLine classifies one stdin line and starts answering it. It
-// returns the answer to queue, or nil when nothing will be written.
-func (s *server) handleLine(ctx context.Context, line []byte) *pending {
+// returns the answer to queue, or nil when nothing will be written. own
+// says the line is the handler's to keep (see request.own).
+func (s *server) handleLine(ctx context.Context, line []byte, own bool) *pending {
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
 		return nil // blank lines are not messages
@@ -86,7 +92,7 @@ func (s *server) handleLine(ctx context.Context, line []byte) *pending {
 	if trimmed[0] == '[' {
 		return s.handleBatch(ctx, trimmed)
 	}
-	return s.handleMessage(ctx, trimmed)
+	return s.handleMessage(ctx, trimmed, own)
 }
 
 func (s *server) handleBatch(ctx context.Context, raw []byte) *pending {
@@ -102,7 +108,7 @@ func (s *server) handleBatch(ctx context.Context, raw []byte) *pending {
 	}
 	batch := &pending{state: decided}
 	for _, e := range elems {
-		if p := s.handleMessage(ctx, e); p != nil {
+		if p := s.handleMessage(ctx, e, false); p != nil {
 			batch.parts = append(batch.parts, p)
 			// One answer line, in kernel order when it holds a kernel
 			// request, at once otherwise.
@@ -120,7 +126,7 @@ func (s *server) handleBatch(ctx context.Context, raw []byte) *pending {
 // second look at their bytes (a call's arguments may be megabytes);
 // encoding/json would validate it, then decode it into a map, copying
 // every value.
-func (s *server) handleMessage(ctx context.Context, raw []byte) *pending {
+func (s *server) handleMessage(ctx context.Context, raw []byte, own bool) *pending {
 	e, err := jsonrpc.ParseEnvelope(raw)
 	if err != nil {
 		if !json.Valid(raw) {
@@ -133,7 +139,7 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *pending {
 		return answered(errorLine(nil, jsonrpc.CodeInvalidRequest, "invalid request: id must be a string or a number", nil))
 	}
 	id := bytes.Clone(e.ID)
-	if version, err := jsonrpc.DecodeString(e.JSONRPC); err != nil || version != "2.0" {
+	if string(e.JSONRPC) != `"2.0"` && !isVersion2(e.JSONRPC) {
 		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, `invalid request: jsonrpc must be "2.0"`, nil))
 	}
 	if e.Method == nil {
@@ -145,11 +151,11 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *pending {
 		}
 		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: no method", nil))
 	}
-	method, err := jsonrpc.DecodeString(e.Method)
+	method, err := methodName(e.Method)
 	if err != nil || method == "" {
 		return answered(errorLine(id, jsonrpc.CodeInvalidRequest, "invalid request: method must be a non-empty string", nil))
 	}
-	req := &request{id: id, method: method}
+	req := &request{id: id, method: method, own: own}
 	if e.Params != nil && string(e.Params) != "null" {
 		p := &req.params
 		err := jsonrpc.EachValidMember(e.Params, func(key, value []byte) error {
@@ -216,7 +222,30 @@ func (s *server) handleMessage(ctx context.Context, raw []byte) *pending {
 			req.elicitMode = "form"
 		}
 	}
-	return s.handleRequest(ctx, req)
+	p := s.handleRequest(ctx, req)
+	// Read: the line's values are not kept past its handling, through an
+	// answer that keeps req until it is written.
+	req.params = params{}
+	return p
+}
+
+// isVersion2 reports whether raw, a JSON value other than "2.0" as
+// written, is that string written with escapes.
+func isVersion2(raw []byte) bool {
+	version, err := jsonrpc.DecodeString(raw)
+	return err == nil && version == "2.0"
+}
+
+// methodName decodes a request's method: the methods a harness sends on
+// every call as constants, without a string made for each.
+func methodName(raw []byte) (string, error) {
+	switch string(raw) {
+	case `"tools/call"`:
+		return "tools/call", nil
+	case `"notifications/cancelled"`:
+		return "notifications/cancelled", nil
+	}
+	return jsonrpc.DecodeString(raw)
 }
 
 // meta is what the shim reads from a request's params._meta (values as

@@ -148,6 +148,7 @@ func (s *server) listLine(id json.RawMessage, modern bool) [][]byte {
 type callParams struct {
 	name string
 	args json.RawMessage
+	own  bool // args are the call's own, handed on to the kernel client without a copy
 	// answer is the person's answer a 2026-07-28 retry brings, sent to
 	// the kernel before the call.
 	answer *retryAnswer
@@ -176,6 +177,7 @@ func parseCallParams(p params) (callParams, bool) {
 // ready, else once it is (catalogue.go). Its answer is ordered.
 func (s *server) toolsCall(ctx context.Context, req *request) *pending {
 	cp, ok := parseCallParams(req.params)
+	cp.own = req.own
 	if !ok {
 		return s.answer(req, errorLine(req.id, jsonrpc.CodeInvalidParams, "invalid params: tools/call needs a non-empty string name and, if present, an object of arguments", nil))
 	}
@@ -195,8 +197,11 @@ func (s *server) toolsCall(ctx context.Context, req *request) *pending {
 		case c.failed != nil:
 			s.failWithoutCatalogue(st, req, p, c.failed)
 		default:
-			// The arguments alias the stdin line, which the reader reuses.
-			cp.args = bytes.Clone(cp.args)
+			// The arguments alias the stdin line, which the reader
+			// reuses unless it is the request's own.
+			if !cp.own {
+				cp.args, cp.own = bytes.Clone(cp.args), true
+			}
 			c.waiting = append(c.waiting, waitingRequest{req: req, call: &cp, p: p, readAt: time.Now()})
 			s.startFetch(ctx, st)
 		}
@@ -267,7 +272,7 @@ func (s *server) dispatch(ctx context.Context, st *turnState, req *request, cp c
 	if len(req.id) <= maxRequestID {
 		ip.MCP.RequestID = req.id
 	}
-	if err := s.kernel.StartInvokeFunc(ip, c.answered); err != nil && st.decide(p) {
+	if err := s.kernel.StartInvokeFunc(ip, cp.own, c.answered); err != nil && st.decide(p) {
 		c.fail(err)
 	}
 }
@@ -349,6 +354,9 @@ func (s *server) renderCall(r *reply, c *relayCall) {
 	res, err := c.answer.Invoke()
 	if err != nil {
 		res = s.relayFailure(err, c.name, c.callID)
+	}
+	if len(res.Content)+len(res.Output) > payloadSize && s.cfg.OnPayload != nil {
+		s.cfg.OnPayload()
 	}
 	s.cfg.Log.Debug().Str("tool", c.name).Str("callId", c.callID).Str("status", res.Status).Str("code", res.Code).Msg("call")
 	if c.asked != nil && res.Code == kproto.CodeApprovalPending && res.ApprovalID == c.asked.ask.ApprovalID {

@@ -2,11 +2,13 @@ package shim
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,3 +86,52 @@ func TestALargeOutputIsWrittenWhole(t *testing.T) {
 type slowReader struct{ r io.Reader }
 
 func (s *slowReader) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), 333)]) }
+
+// TestAnOutputIsEscapedAsAWhole: an output's text is escaped a piece at a
+// time, and the text block is still the one escaping it whole gives,
+// whatever falls on the edge of a piece: characters of two, three and
+// four bytes, U+2028 (escaped by name), bytes that are not UTF-8 (each
+// U+FFFD) and a character cut short, at every offset around the edge.
+func TestAnOutputIsEscapedAsAWhole(t *testing.T) {
+	var outputs [][]byte
+	for _, odd := range []string{"é", "€", "𝄞", "\u2028", "\xff", "\xe2\x80", "\xf0\x90\x80\x80\x80", `\"`} {
+		for shift := range 6 {
+			// The output is a JSON object whose string holds odd
+			// starting shift bytes before the edge of the first piece,
+			// and runs on past the second.
+			head := `{"t":"` + strings.Repeat("a", textPiece-shift-len(`{"t":"`))
+			outputs = append(outputs, []byte(head+odd+strings.Repeat("b\\n", textPiece/2)+`"}`))
+		}
+	}
+	next := make(chan []byte, 1)
+	k := kerneltest.Start(t, kerneltest.Options{Handler: func(c *kerneltest.Conn, m *jsonrpc.Message) bool {
+		if m.Method != "tools.invoke" {
+			return false
+		}
+		c.Write(slices.Concat([]byte(`{"jsonrpc":"2.0","id":`), m.ID, []byte(`,"result":{"status":"succeeded","output":`), <-next, []byte("}}\n")))
+		return true
+	}})
+	cfg := Config{Version: "test", Log: zerolog.Nop()}
+	cfg.Kernel, cfg.Hello = dialKernel(t, k.Path)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), cfg, inR, outW) }()
+	out := bufio.NewReader(outR)
+	for i, output := range outputs {
+		next <- output
+		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"files.read","arguments":{"path":"/a"}}}`+"\n", i)
+		line, err := out.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Concat([]byte(`"content":[{"type":"text","text":`), jsonrpc.AppendString(nil, output), []byte(`}]`))
+		if !bytes.Contains(line, want) {
+			t.Errorf("output %d (%q at the edge): the text block is not the output escaped whole", i, output[textPiece-8:textPiece+8])
+		}
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

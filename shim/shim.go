@@ -36,11 +36,22 @@ type Config struct {
 	// MaxLine bounds one stdin line; <= 0 means jsonrpc.DefaultMaxLine.
 	MaxLine int
 	Log     zerolog.Logger
+	// OnPayload, when set, is called when the turn meets a payload: a
+	// stdin line longer than the reader's buffer, or a call's result
+	// longer than payloadSize. It may be called again, and from the
+	// reader and the writer at once. ServeStdio paces the collector
+	// there.
+	OnPayload func()
 
 	// token makes a 2026-07-28 input-required result's requestState;
 	// nil means newToken. Wire scripts make theirs predictable.
 	token func() string
 }
+
+// payloadSize is the size past which a call's result is a payload (see
+// Config.OnPayload): that of the stdin reader's buffer, past which a line
+// is one.
+const payloadSize = 64 << 10
 
 type server struct {
 	cfg        Config
@@ -153,7 +164,7 @@ func newServer(cfg Config, out io.Writer) *server {
 // timeout bounds: cancellations and EOF are read whatever the kernel does.
 func (s *server) read(ctx context.Context, in io.Reader) error {
 	defer s.update(func(st *turnState) { st.ended = true })
-	r := jsonrpc.NewReader(in, s.cfg.MaxLine)
+	r := jsonrpc.NewReaderSize(in, s.cfg.MaxLine, payloadSize)
 	for {
 		// A flood of calls to a kernel that reads slowly waits here,
 		// bounded, outside every lock the kernel's answers need.
@@ -172,7 +183,10 @@ func (s *server) read(ctx context.Context, in io.Reader) error {
 		case err != nil:
 			return err
 		default:
-			p = s.handleLine(ctx, line)
+			if r.Long() && s.cfg.OnPayload != nil {
+				s.cfg.OnPayload()
+			}
+			p = s.handleLine(ctx, line, r.Long())
 		}
 		if p == nil {
 			continue

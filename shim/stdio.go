@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +22,15 @@ import (
 //     waking another. It is set before anything else runs: shrinking later
 //     flushes the other P's cached spans, which costs page faults for the
 //     runtime's span lists (ADR 0005).
+//   - Once the turn meets a payload (Config.OnPayload), the collector
+//     runs when the heap has grown a quarter past what it found live
+//     (GOGC 25), not double, unless the user set GOGC: a payload's bytes
+//     hold no pointers, so a collection costs about the same whatever
+//     the payloads, while the default let the heap reach twice what a
+//     large call holds at its peak (its line's pieces and the line).
+//     Before that, the default pace spares a small heap the collections
+//     that would slow a first tools/list and grow the runtime's own
+//     memory. docs/adr/0029 has what it saves and what it costs.
 //   - A parent-death signal (Linux) and SIGPIPE ignored, so a harness that
 //     dies leaves no shim behind and a closed stdout surfaces as EPIPE.
 //   - connect then dials the kernel and says hello (before stdin is read,
@@ -52,6 +63,9 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 	if deathErr != nil {
 		cfg.Log.Warn().Err(deathErr).Msg("parent-death signal not set")
 	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		cfg.OnPayload = sync.OnceFunc(func() { debug.SetGCPercent(gcPercent) })
+	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if f, ok := stdout.(*os.File); ok {
@@ -76,6 +90,10 @@ func ServeStdio(ctx context.Context, connect func(context.Context) (Config, erro
 	}
 	return err
 }
+
+// gcPercent is serve's GOGC once a turn meets a payload, unless the user
+// set GOGC (see ServeStdio).
+const gcPercent = 25
 
 // watchClosed returns a channel closed when nobody can read f any more: f
 // is a pipe or socket whose reading end has gone. Writing would find that

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -69,10 +70,11 @@ func (o *writer) run(ctx context.Context) error {
 }
 
 // write renders this round's notes and answers, in that order, and
-// writes them in one write.
+// writes them in one write, or, from an answer that holds an output's
+// text, in a few: the text is escaped a piece at a time (writeText).
 func (o *writer) write() error {
 	bufs := append(o.bufs[:0], o.notes...)
-	text := false // o.text holds an answer of this round
+	var err error
 	for _, p := range o.taken {
 		switch {
 		case p.parts != nil:
@@ -84,34 +86,87 @@ func (o *writer) write() error {
 				bufs = append(bufs, r.pieces...)
 				break
 			}
-			if text {
-				bufs = append(bufs, r.bytes()) // a second output this round: a buffer of its own
-				break
+			bufs, err = o.writeText(append(bufs, r.pieces[:r.at]...), r.text)
+			if err == nil {
+				err = o.writeBufs(append(bufs, r.pieces[r.at:]...))
 			}
-			o.text = escapeText(o.text, r.text)
-			text = true
-			bufs = append(append(append(bufs, r.pieces[:r.at]...), o.text), r.pieces[r.at:]...)
+			clear(bufs)
+			bufs = bufs[:0]
 		default:
 			bufs = append(bufs, p.lines...)
 		}
+		if err != nil {
+			break
+		}
 	}
-	err := o.writeBufs(bufs)
+	if err == nil && len(bufs) > 0 {
+		err = o.writeBufs(bufs)
+	}
 	clear(bufs)
 	o.reply = reply{}
 	o.bufs = bufs[:0]
 	if cap(o.text) > maxKeptText {
-		o.text = nil // a large output's text is not kept for the turn
+		o.text = nil // a dense output's grown buffer is not kept for the turn
 	}
 	return err
 }
 
-// maxKeptText is the largest escaped text the writer keeps for the next
-// output: a turn that relays one large output does not hold its size
-// until it ends.
-const maxKeptText = 1 << 20
+// writeText escapes an output's text into the writer's text buffer a
+// piece at a time, writing bufs (what goes before it) with the first
+// piece and each piece but the last as it is escaped, and returns bufs
+// holding the last piece, for the caller to write with what follows it.
+// The buffer is reused for each piece, so a large output costs the
+// writer at most maxKeptText of memory, not a copy of its size: the line
+// goes to stdout in a few blocking writes from this one goroutine, and
+// nothing else is written between them.
+func (o *writer) writeText(bufs [][]byte, text []byte) ([][]byte, error) {
+	for {
+		n := pieceEnd(text, textPiece)
+		o.text = escapeText(o.text, text[:n])
+		text = text[n:]
+		bufs = append(bufs, o.text)
+		if len(text) == 0 {
+			return bufs, nil
+		}
+		err := o.writeBufs(bufs)
+		clear(bufs)
+		bufs = bufs[:0]
+		if err != nil {
+			return bufs, err
+		}
+	}
+}
+
+// maxKeptText is the largest escaped text buffer the writer keeps for the
+// next output, and textPiece how much of an output's text it escapes at a
+// time: a piece of text like source code (about one byte in ten escaped)
+// fits the buffer escapeText sizes for it, and only text where more than
+// every other byte takes an escape grows it past maxKeptText.
+const (
+	maxKeptText = 1 << 20
+	textPiece   = maxKeptText / 2
+)
+
+// pieceEnd is where the next piece of text ends: at most max bytes in,
+// before a byte that no character can continue (utf8.RuneStart), so that
+// escaping a piece never meets part of a character it would otherwise
+// see whole (and write U+FFFD for it). A character is at most UTFMax
+// bytes, so within that many there is such a byte unless none of them
+// can begin one, and then no character spans max either.
+func pieceEnd(text []byte, max int) int {
+	if len(text) <= max {
+		return len(text)
+	}
+	for k := range utf8.UTFMax {
+		if utf8.RuneStart(text[max-k]) {
+			return max - k
+		}
+	}
+	return max
+}
 
 // escapeText escapes text into buf, sized once for text like source code
-// (about one byte in ten escaped) so a large output is not regrown.
+// (about one byte in ten escaped) so a piece is not regrown.
 func escapeText(buf, text []byte) []byte {
 	if need := len(text) + len(text)/4 + 64; cap(buf) < need {
 		buf = make([]byte, 0, need)

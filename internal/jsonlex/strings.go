@@ -2,7 +2,7 @@ package jsonlex
 
 import (
 	"bytes"
-	"encoding/binary"
+	"math/bits"
 	"strings"
 	"unicode/utf8"
 )
@@ -25,38 +25,21 @@ const hexDigits = "0123456789abcdef"
 //
 // A large output's text block is this over megabytes of text like source
 // code, with a stop every dozen bytes, so it goes a word at a time into
-// dst's spare capacity: a word without a stop is stored as it is, a word
-// with some a byte at a time through a table of what each byte becomes,
-// each store eight bytes wide and bounds-checked. dst is grown (make and
-// copy) only when a write would not fit; a caller that escapes large text
-// sizes dst for it.
+// dst's spare capacity: each word is stored whole, and where it holds a
+// stop, only its bytes before the first one are kept; that byte's escape
+// is stored (a word from a table) after them, and the next word is read
+// from the byte after it. Every store is eight bytes wide and
+// bounds-checked. dst is grown (make and copy) only when a write would
+// not fit; a caller that escapes large text sizes dst for it.
 func AppendEscapedASCII[T ~string | ~[]byte](dst []byte, s T, i int) ([]byte, int) {
 	k, d := len(dst), dst[:cap(dst)]
 	for i < len(s) {
-		// Room for eight escapes of six bytes, the last stored as
-		// eight: the word's stores stay inside d.
-		if i+8 <= len(s) && len(d)-k >= 7*6+8 {
-			w := s[i : i+8]
-			x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-			if StopNonASCII.flags(x) == 0 {
-				binary.LittleEndian.PutUint64(d[k:], x)
-				i, k = i+8, k+8
-				continue
-			}
-			if x&0x8080808080808080 == 0 {
-				for range 8 {
-					e := escapes[byte(x)]
-					binary.LittleEndian.PutUint64(d[k:], e)
-					k += int(e >> 56)
-					x >>= 8
-				}
-				i += 8
-				continue
-			}
+		if k, i = escapeWords(d, k, s, i); i == len(s) {
+			break
 		}
-		// The last bytes of s or of d's capacity: a run of plain bytes
-		// copied, or one escape, growing d when it is full.
+		// The last bytes of s or of d's capacity, or a byte at or above
+		// 0x80: a run of plain bytes copied, or one escape, growing d
+		// when it is full.
 		if j := SkipPlain(s, i, StopNonASCII); j > i {
 			if len(d)-k < j-i {
 				d = grow(d[:k], len(s)-i)
@@ -80,6 +63,46 @@ func AppendEscapedASCII[T ~string | ~[]byte](dst []byte, s T, i int) ([]byte, in
 		i, k = i+1, k+n
 	}
 	return d[:k], i
+}
+
+// escapeWords is AppendEscapedASCII's loop over whole words: it escapes
+// s from i into d from k while s has a word left and d room for a word
+// and an escape stored as a word, and returns where it stopped in each,
+// or at a byte at or above 0x80. It is a function of its own so that the
+// loop keeps its few values in registers.
+//
+// Its stores are written out, eight byte stores the compiler makes one,
+// rather than calls to a helper or to binary.LittleEndian.PutUint64: the
+// compiler (go1.26) inlines neither into this function when it is
+// instantiated through another generic function of another package
+// (jsonrpc.AppendStringBody), and a call there cost a third of the
+// loop's time. Each slice expression checks that the word lies in d.
+func escapeWords[T ~string | ~[]byte](d []byte, k int, s T, i int) (int, int) {
+	for i+8 <= len(s) && len(d)-k >= 16 {
+		w := s[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		o := d[k : k+8 : k+8]
+		o[0], o[1], o[2], o[3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
+		o[4], o[5], o[6], o[7] = byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56)
+		flags := StopNonASCII.flags(x)
+		if flags == 0 {
+			i, k = i+8, k+8
+			continue
+		}
+		n := bits.TrailingZeros64(flags) / 8
+		i, k = i+n, k+n
+		b := s[i]
+		if b >= utf8.RuneSelf {
+			break
+		}
+		e := escapes[b]
+		o = d[k : k+8 : k+8]
+		o[0], o[1], o[2], o[3] = byte(e), byte(e>>8), byte(e>>16), byte(e>>24)
+		o[4], o[5], o[6], o[7] = byte(e>>32), byte(e>>40), byte(e>>48), byte(e>>56)
+		i, k = i+1, k+int(e>>56)
+	}
+	return k, i
 }
 
 // escapes is what AppendEscapedASCII writes for each ASCII byte: its

@@ -39,10 +39,11 @@ func BenchmarkReadLine(b *testing.B) {
 }
 
 // BenchmarkReadLineLarge frames a 700 KB line, the size of a 512-tool
-// catalogue arriving from the kernel, which spans many buffer fills.
+// catalogue arriving from the kernel, which spans many reads, in a buffer
+// of the kernel client's size (1 MiB), which holds it.
 func BenchmarkReadLineLarge(b *testing.B) {
 	line := append(bytes.Repeat([]byte("x"), 700<<10), '\n')
-	r := NewReader(&loopReader{data: line}, 0)
+	r := NewReaderSize(&loopReader{data: line}, 0, 1<<20)
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	for b.Loop() {

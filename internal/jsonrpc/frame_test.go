@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -164,6 +165,41 @@ func TestReadOwnedLineKeepsEachLine(t *testing.T) {
 	for i, line := range kept {
 		if string(line) != want[i] {
 			t.Errorf("line %d changed after later reads: %.20q… (%d bytes), want %.20q… (%d bytes)", i, line, len(line), want[i], len(want[i]))
+		}
+	}
+}
+
+// TestALongLineCostsTwiceItsSize holds a long line to what it needs: the
+// pieces it is read into and the one slice it is assembled in, which is
+// the caller's (Long) and outlives the reads that follow; the buffer
+// keeps its size, so the short lines after it cost nothing. A buffer
+// grown by doubling allocated about four times the line, and kept twice
+// its size until the reader was dropped.
+func TestALongLineCostsTwiceItsSize(t *testing.T) {
+	const size = 4 << 20
+	long := strings.Repeat("x", size)
+	for _, buffer := range []int{64 << 10, 1 << 20} {
+		r := NewReaderSize(strings.NewReader(long+"\n"+strings.Repeat("short\n", 200)), 0, buffer)
+		var line []byte
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		line, err := r.ReadLine()
+		runtime.ReadMemStats(&after)
+		if err != nil || len(line) != size || !r.Long() {
+			t.Fatalf("buffer %d: a %d-byte line: %d bytes, Long %v, %v", buffer, size, len(line), r.Long(), err)
+		}
+		if got, most := after.TotalAlloc-before.TotalAlloc, uint64(2*size+maxPiece); got > most {
+			t.Errorf("buffer %d: a %d-byte line allocated %d bytes, more than %d", buffer, size, got, most)
+		}
+		if allocs := testing.AllocsPerRun(100, func() {
+			if short, err := r.ReadLine(); err != nil || string(short) != "short" || r.Long() {
+				t.Fatalf("buffer %d: the line after a long one: %.20q, Long %v, %v", buffer, short, r.Long(), err)
+			}
+		}); allocs != 0 {
+			t.Errorf("buffer %d: a short line after a long one allocates %v times: the buffer was not kept", buffer, allocs)
+		}
+		if string(line) != long {
+			t.Errorf("buffer %d: the long line changed after the reads that followed it", buffer)
 		}
 	}
 }

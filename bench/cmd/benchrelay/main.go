@@ -6,13 +6,16 @@
 // reference kernel as a subprocess and a synthetic kernel
 // (bench/internal/synth) for catalogue sizes, repeats every measurement
 // and reports medians. With -markdown it writes the whole of
-// BENCHMARKS.md, including the go test micro-benchmarks.
+// BENCHMARKS.md, including the go test micro-benchmarks, and with -keep
+// the sections other commands wrote there (between their
+// <!-- NAME:begin --> and <!-- NAME:end --> markers) after its own.
 //
-// Run it from the module root: go run ./bench/cmd/benchrelay -markdown
+// Run it from the module root: go run ./bench/cmd/benchrelay -markdown -keep BENCHMARKS.md
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,6 +57,7 @@ type options struct {
 	peers       string
 	markdown    bool
 	micro       bool
+	keep        string // a BENCHMARKS.md whose marked sections the document keeps
 	shim        string
 	profile     string // a scenario to run alone (see profileScenario)
 	wrap        string // a command line to run every spawned peer under
@@ -70,6 +74,7 @@ func main() {
 	flag.StringVar(&o.peers, "peers", "direct,minrelay,sharedos-mcp,gosdk,node", "comma-separated peers to measure besides echo and the lockstep relay, the floors always measured")
 	flag.BoolVar(&o.markdown, "markdown", false, "write BENCHMARKS.md to stdout: machine, commands, tables and micro-benchmarks")
 	flag.BoolVar(&o.micro, "micro", true, "with -markdown, also run the go test micro-benchmarks")
+	flag.StringVar(&o.keep, "keep", "", "with -markdown, end the document with the sections other commands marked in this `file`")
 	flag.StringVar(&o.shim, "shim", "", "measure this sharedos-mcp `binary` instead of building one from the tree (to compare builds)")
 	flag.StringVar(&o.profile, "profile", "", "run one `scenario` alone against the synthetic kernel, once per peer, for a profiler: "+strings.Join(scenarioNames(), ", "))
 	flag.StringVar(&o.wrap, "wrap", "", "with -profile, run each spawned peer under this `command` line, split at spaces (e.g. 'strace -f -c -o /tmp/serve.strace')")
@@ -243,6 +248,13 @@ func run(o options, out io.Writer) error {
 		}
 	}
 	rep.loadEnd = host.LoadAvg()
+	if o.keep != "" {
+		b, err := os.ReadFile(o.keep)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		rep.kept = markedSections(string(b))
+	}
 	return rep.document(out)
 }
 

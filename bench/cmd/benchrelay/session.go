@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/bench/internal/synth"
 	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 )
 
@@ -27,13 +28,15 @@ const sessionTimeout = 2 * time.Minute
 // or the kernel socket itself for the direct client.
 type conn struct {
 	w *bufio.Writer
-	r *jsonrpc.Reader
+	r *synth.LineReader
 }
 
 // newConn reads into a buffer that holds a whole 512-tool catalogue, so
-// the harness's own reading does not grow a buffer inside a timed list.
+// the harness's own reading does not grow a buffer inside a timed list,
+// and that keeps the size a payload grows it to, so the harness copies
+// and allocates nothing for the payloads after the first.
 func newConn(w io.Writer, r io.Reader) *conn {
-	return &conn{w: bufio.NewWriterSize(w, 64<<10), r: jsonrpc.NewReaderSize(r, 64<<20, 1<<20)}
+	return &conn{w: bufio.NewWriterSize(w, 64<<10), r: synth.NewLineReader(r, 1<<20)}
 }
 
 // answer is the part of a response the harness checks.

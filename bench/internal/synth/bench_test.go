@@ -13,7 +13,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sharedos/sharedos-mcp/internal/jsonrpc"
 	"github.com/sharedos/sharedos-mcp/internal/kproto"
 	"github.com/sharedos/sharedos-mcp/kernel"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
@@ -24,12 +23,12 @@ import (
 
 // session starts serve in process against a synthetic kernel serving
 // Tools(tools), with pipes for stdin and stdout.
-func session(b *testing.B, tools int) (in *io.PipeWriter, out *jsonrpc.Reader, stop func()) {
+func session(b *testing.B, tools int) (in *io.PipeWriter, out *LineReader, stop func()) {
 	return sessionOf(b, Tools(tools))
 }
 
 // sessionOf is session for any catalogue.
-func sessionOf(b testing.TB, tools []json.RawMessage) (in *io.PipeWriter, out *jsonrpc.Reader, stop func()) {
+func sessionOf(b testing.TB, tools []json.RawMessage) (in *io.PipeWriter, out *LineReader, stop func()) {
 	dir, err := os.MkdirTemp("", "syn")
 	if err != nil {
 		b.Fatal(err)
@@ -49,7 +48,7 @@ func sessionOf(b testing.TB, tools []json.RawMessage) (in *io.PipeWriter, out *j
 
 // turn connects to the kernel on sock, says hello and runs serve in
 // process on pipes; end closes stdin and waits for serve to return.
-func turn(b testing.TB, sock string) (in *io.PipeWriter, out *jsonrpc.Reader, end func()) {
+func turn(b testing.TB, sock string) (in *io.PipeWriter, out *LineReader, end func()) {
 	c, err := kernelclient.Dial(kernelclient.Options{Socket: sock, KernelUID: -1})
 	if err != nil {
 		b.Fatal(err)
@@ -70,7 +69,7 @@ func turn(b testing.TB, sock string) (in *io.PipeWriter, out *jsonrpc.Reader, en
 		done <- shim.Serve(context.Background(), shim.Config{Kernel: c, Hello: hello, Version: "bench", Log: zerolog.Nop()}, inR, outW)
 		outW.Close()
 	}()
-	return inW, jsonrpc.NewReader(outR, 0), func() {
+	return inW, NewLineReader(outR, 64<<10), func() {
 		inW.Close()
 		if err := <-done; err != nil {
 			b.Error(err)

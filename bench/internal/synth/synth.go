@@ -196,7 +196,7 @@ var (
 // params of small lines only: a line that carries a payload costs it one
 // pass, so a relay in front of it is what a benchmark measures.
 func (k *Kernel) serve(c *net.UnixConn) {
-	r := jsonrpc.NewReader(c, 0)
+	r := NewLineReader(c, 64<<10)
 	for {
 		line, err := r.ReadLine()
 		if err != nil {
