@@ -686,9 +686,10 @@ func telemetrySummary(out string) string {
 // "<!-- NAME:begin -->" to the line "<!-- NAME:end -->", in order, each
 // ending in a newline and separated by a blank line: what other commands
 // (bench/cmd/benchremote) wrote into BENCHMARKS.md, which a rerun of
-// this one keeps.
+// this one keeps. Of two sections of one name, the later is kept.
 func markedSections(text string) string {
 	var kept []string
+	at := map[string]int{} // a name's index in kept
 	for {
 		i := strings.Index(text, "<!-- ")
 		if i < 0 {
@@ -704,7 +705,13 @@ func markedSections(text string) string {
 		if j < 0 {
 			break
 		}
-		kept = append(kept, text[i:len(text)-len(rest)+j+len(end)]+"\n")
+		section := text[i:len(text)-len(rest)+j+len(end)] + "\n"
+		if k, ok := at[name]; ok {
+			kept[k] = section
+		} else {
+			at[name] = len(kept)
+			kept = append(kept, section)
+		}
 		text = rest[j+len(end):]
 	}
 	return strings.Join(kept, "\n")

@@ -216,15 +216,15 @@ PASS
 }
 
 // TestMarkedSectionsKeepsOtherCommandsSections: a rerun of make
-// bench-relay keeps what benchremote wrote into BENCHMARKS.md, and
+// bench-relay keeps what benchremote wrote into BENCHMARKS.md, once, and
 // nothing else of the old file.
 func TestMarkedSectionsKeepsOtherCommandsSections(t *testing.T) {
 	old := "# Benchmarks\n\nold tables <!-- not a section -->\n\n" +
 		"<!-- benchremote:begin -->\n\n## Remote\n\n| a |\n<!-- benchremote:end -->\n\nstray text\n" +
-		"<!-- other:begin -->\nB\n<!-- other:end -->\n<!-- open:begin -->\nunterminated\n"
+		"<!-- other:begin -->\nB\n<!-- other:end -->\n<!-- other:begin -->\nC\n<!-- other:end -->\n<!-- open:begin -->\nunterminated\n"
 	got := markedSections(old)
 	want := "<!-- benchremote:begin -->\n\n## Remote\n\n| a |\n<!-- benchremote:end -->\n\n" +
-		"<!-- other:begin -->\nB\n<!-- other:end -->\n"
+		"<!-- other:begin -->\nC\n<!-- other:end -->\n"
 	if got != want {
 		t.Errorf("markedSections:\n%q\nwant\n%q", got, want)
 	}
