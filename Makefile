@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help build install test test-short lint fuzz bench bench-relay bench-remote demo snapshot golden conformance conformance-mcp
+.PHONY: help build install test test-short lint fuzz bench bench-relay bench-remote demo snapshot golden conformance conformance-mcp otel-backends
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -29,6 +29,9 @@ test: ## the whole suite with the race detector, as CI runs it; ends with one li
 
 test-short: ## the fast inner loop: -short, no race detector, no npm; under a minute with a warm cache
 	@bash scripts/test.sh -short -count=1
+
+otel-backends: ## build (once, minutes) the Jaeger and OpenTelemetry Collector the telemetry end-to-end test runs; prints the directory for SHAREDOS_OTEL_BIN
+	bash scripts/otel-backends.sh
 
 lint: ## gofmt, go vet and staticcheck
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi

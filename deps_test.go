@@ -60,11 +60,11 @@ func TestDeps(t *testing.T) {
 		},
 		{
 			pkgs:   []string{"shim", "kernelclient"},
-			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/files", module + "/kernel/config", module + "/kernel/status", module + "/install"},
+			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/files", module + "/kernel/config", module + "/kernel/status", module + "/kernel/telemetry", module + "/install"},
 			why:    "the shim is a translation in front of any kernel; it must not link the reference kernel's code or know harness configs",
 		},
 		{
-			pkgs:   []string{"kernel", "kernel/audit", "kernel/files", "kernel/config", "kernel/status", "shim", "kernelclient", "policy", "hashing", "install"},
+			pkgs:   []string{"kernel", "kernel/audit", "kernel/files", "kernel/config", "kernel/status", "kernel/telemetry", "shim", "kernelclient", "policy", "hashing", "install"},
 			forbid: []string{module + "/internal/cli", module + "/internal/cmd", module + "/internal/doctor"},
 			why:    "libraries return typed errors; only the command layer turns them into messages and hints that name flags",
 		},
@@ -75,7 +75,7 @@ func TestDeps(t *testing.T) {
 		},
 		{
 			pkgs:   []string{"kernel/audit"},
-			forbid: []string{module + "/kernel", module + "/kernel/files", module + "/kernel/config", module + "/kernel/status", module + "/kernel/upstream", module + "/policy"},
+			forbid: []string{module + "/kernel", module + "/kernel/files", module + "/kernel/config", module + "/kernel/status", module + "/kernel/upstream", module + "/kernel/telemetry", module + "/policy", "go.opentelemetry.io/otel"},
 			why:    "the record depends on nothing that acts: the server, the tools and the brokers write to it, and it reads and verifies a log without any of them",
 		},
 		{
@@ -85,13 +85,23 @@ func TestDeps(t *testing.T) {
 		},
 		{
 			pkgs:   []string{"kernel/config"},
-			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/files"},
+			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/files", module + "/kernel/telemetry"},
 			why:    "a config is read and checked (kernel check, catalog, doctor) without linking the server, the record or the file tools; the kernel runs on a config, not the other way round",
 		},
 		{
 			pkgs:   []string{"kernel/status"},
 			forbid: []string{module + "/kernel", module + "/kernel/audit", module + "/kernel/files", module + "/kernel/config", module + "/kernel/upstream"},
 			why:    "the status file is a format the kernel writes and the commands read; reading it links none of the kernel",
+		},
+		{
+			pkgs:   []string{"kernel/telemetry"},
+			forbid: []string{module + "/kernel", module + "/kernel/files"},
+			why:    "telemetry is told what the kernel decided; it decides nothing and runs no tool, so the server depends on it and not the other way round",
+		},
+		{
+			pkgs:   []string{"shim", "kernelclient", "policy", "hashing"},
+			forbid: []string{"go.opentelemetry.io/otel", "go.opentelemetry.io/otel/sdk"},
+			why:    "only the kernel exports telemetry; the shim passes the client's trace context on as bytes, and the pure packages stay pure",
 		},
 		{
 			pkgs:   []string{"internal/cmd", "internal/doctor"},

@@ -3,6 +3,7 @@ package hashing
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"math"
 	"slices"
 	"strconv"
@@ -90,6 +91,18 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.Clone(c.out), nil
+}
+
+// CanonicalSHA256 is the SHA-256 of CanonicalJSON(raw), without keeping
+// the canonical form.
+func CanonicalSHA256(raw []byte) ([sha256.Size]byte, error) {
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	c.out = c.out[:0]
+	if err := c.canonicalize(raw, false); err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(c.out), nil
 }
 
 // canonicalize appends the canonical form of the JSON text src to c.out.

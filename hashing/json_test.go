@@ -2,6 +2,7 @@ package hashing
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"errors"
 	"math/rand/v2"
 	"slices"
@@ -214,5 +215,21 @@ func TestASCIICompareMatchesSortKey(t *testing.T) {
 				t.Fatalf("asciiPrefix orders %q and %q as %d, sort keys say %d", a, b, cmp.Compare(pa, pb), want)
 			}
 		}
+	}
+}
+
+func TestCanonicalSHA256IsTheCanonicalFormsDigest(t *testing.T) {
+	for _, in := range []string{`{"b":1,"a":[true,null,"x"]}`, ` { "a" : 1.0 } `, `"\u00e9"`} {
+		c, err := CanonicalJSON([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := CanonicalSHA256([]byte(in))
+		if err != nil || got != sha256.Sum256(c) {
+			t.Errorf("%s: %x, %v; want the SHA-256 of %s", in, got, err, c)
+		}
+	}
+	if _, err := CanonicalSHA256([]byte(`{"a":`)); err == nil {
+		t.Error("accepted JSON that is not")
 	}
 }

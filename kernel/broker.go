@@ -407,7 +407,7 @@ func newBrokeredTool(ut *upstream.Tool) (*tool, error) {
 func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, named *call) (call, outcome) {
 	ut := tl.brokered
 	b, c, refused := t.brokerNow(tl)
-	c.callID, c.seq, c.tool, c.token = named.callID, named.seq, named.tool, named.token
+	c.callID, c.seq, c.tool, c.token, c.recorded = named.callID, named.seq, named.tool, named.token, named.recorded
 	seq := c.seq
 	if b == nil {
 		return c, refused
@@ -428,8 +428,13 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, named 
 	if effect && !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 		e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 		e.Resource, e.Upstream, e.Grants, e.ApprovalID = c.resource, c.upstream, c.decided.grantRefs(), c.approvalID
+		e.ArgumentsDigest, e.Arguments = c.recorded.digest, c.recorded.full
 	})) {
 		return c, auditUnavailable(false)
+	}
+	ctx, meta, span := t.s.Telemetry.StartUpstreamCall(ctx, ut.Upstream, ut.UpstreamTool)
+	if meta != nil {
+		ctx = upstream.WithMeta(ctx, meta)
 	}
 	r, err := b.m.Call(ctx, ut, forward, func(progress, total float64, message string) {
 		t.progress(p.CallID, progress, total, message)
@@ -444,8 +449,10 @@ func (t *turn) runBrokered(ctx context.Context, tl *tool, p invokeParams, named 
 			o.retryable = false
 			o.message += "; it may have acted: check before calling it again"
 		}
+		span.End(o.code)
 		return c, o
 	}
+	span.End("")
 	o := outcome{status: kproto.StatusSucceeded, content: r.Content, acted: effect}
 	if r.StructuredContent != nil {
 		o.output = r.StructuredContent

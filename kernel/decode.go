@@ -54,6 +54,8 @@ func decodeInvokeParamsIn(raw []byte, checked bool) (invokeParams, error) {
 			p.CatalogHash, err = decodeStringMember(value)
 		case "arguments":
 			args, hasArgs = value, true
+		case "mcp":
+			p.MCP = value
 		default:
 			return nil
 		}

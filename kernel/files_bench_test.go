@@ -26,11 +26,14 @@ type benchTurn struct {
 	root string
 }
 
-func startBenchTurn(b *testing.B) *benchTurn {
+// startBenchTurn starts a kernel and opens a turn with it; opts change the
+// Server before it serves (its Config names the audit log and StateDir is
+// a directory of its own).
+func startBenchTurn(b *testing.B, opts ...func(*Server)) *benchTurn {
 	r, _ := policy.ParseResource("files:/docs")
 	return startBenchTurnWith(b, "bench", []policy.Grant{{
 		Subject: policy.SubjectWildcard, Resource: r, Descendants: true, Actions: []string{"read", "write"},
-	}})
+	}}, opts...)
 }
 
 // startBenchTurnWith is startBenchTurn as integration, under grants, with
@@ -54,11 +57,16 @@ func startBenchTurnWith(b *testing.B, integration string, grants []policy.Grant,
 	if err != nil {
 		b.Fatal(err)
 	}
-	audit, err := audit.Open(filepath.Join(base, "audit.jsonl"))
+	auditPath, state := filepath.Join(base, "audit.jsonl"), filepath.Join(base, "state")
+	audit, err := audit.Open(auditPath)
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &Server{Root: root, Audit: audit, Log: zerolog.Nop(), Grants: grants}
+	if err := os.Mkdir(state, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	srv := &Server{Root: root, Audit: audit, Log: zerolog.Nop(), StateDir: state, Grants: grants}
+	srv.Config.AuditLog = auditPath
 	for _, o := range opts {
 		o(srv)
 	}

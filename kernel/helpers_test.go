@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -107,8 +108,15 @@ func (h *kernelHarness) stop() error {
 	return h.stopErr
 }
 
-// events reads the audit log as it stands.
+// events reads the audit log as it stands, without the config.loaded
+// the kernel records at start (TestTheConfigIsOnTheRecord's).
 func (h *kernelHarness) events() []audit.Event {
+	h.t.Helper()
+	return slices.DeleteFunc(h.allEvents(), func(e audit.Event) bool { return e.Event == audit.EventConfigLoaded })
+}
+
+// allEvents reads the audit log as it stands.
+func (h *kernelHarness) allEvents() []audit.Event {
 	h.t.Helper()
 	data, err := os.ReadFile(h.auditPath)
 	if err != nil {
@@ -323,4 +331,16 @@ func (c *testClient) expectEOF() {
 	if line, err := c.r.ReadLine(); err == nil {
 		c.t.Fatalf("read %q, want the connection closed", line)
 	}
+}
+
+// openAudit opens an audit log in a temporary directory, closed when the
+// test ends.
+func openAudit(t *testing.T) *audit.Log {
+	t.Helper()
+	a, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
 }

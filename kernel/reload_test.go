@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sharedos/sharedos-mcp/kernel/config"
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -14,7 +15,7 @@ import (
 // keeps the running one; a config from another file applies nothing.
 func TestReloadAppliesThePolicyAndNamesWhatNeedsARestart(t *testing.T) {
 	running := config.Config{File: "k.toml", Root: "/srv/a", Socket: "/run/k.sock", AuditLog: "/var/a.jsonl", StateDir: "/var/s"}
-	s := &Server{Config: running}
+	s := &Server{Config: running, Audit: openAudit(t)}
 	g := grant(t, "integration:cc", "files:/", true, "read")
 	next := running
 	next.Root, next.Socket, next.AuditLog, next.Grants = "/srv/b", "", "/var/b.jsonl", []policy.Grant{g}
@@ -33,5 +34,31 @@ func TestReloadAppliesThePolicyAndNamesWhatNeedsARestart(t *testing.T) {
 	}
 	if got := s.currentPolicy().Grants; len(got) != 1 {
 		t.Errorf("a config from another file changed the grants to %+v", got)
+	}
+}
+
+// TestReloadSaysATelemetrySecretTakesARestart: the exporters keep the
+// header values the kernel started with, so a secret [telemetry]'s
+// headers name that has a new value on a reload is named for a restart,
+// like a changed [telemetry]; the same value is not.
+func TestReloadSaysATelemetrySecretTakesARestart(t *testing.T) {
+	load := func(value string) *secret.Set {
+		t.Helper()
+		set, err := secret.Load(t.Context(), []secret.Spec{{Name: "otlp", Kind: secret.KindEnv, Env: "OTLP_TOKEN"}},
+			secret.Options{LookupEnv: func(string) (string, bool) { return value, true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	running := config.Config{File: "k.toml", Telemetry: &config.Telemetry{Headers: map[string]string{"authorization": "Bearer {secret:otlp}"}}}
+	s := &Server{Config: running, Audit: openAudit(t), Secrets: load("first-value-0123")}
+	s.SetSecrets(load("first-value-0123"))
+	if r, err := s.Reload(running); err != nil || len(r.Restart) != 0 {
+		t.Errorf("the same secret value: Reload = %+v, %v; want nothing to restart for", r, err)
+	}
+	s.SetSecrets(load("rotated-value-4567"))
+	if r, err := s.Reload(running); err != nil || !slices.Equal(r.Restart, []string{"[telemetry]"}) {
+		t.Errorf("a rotated secret: Reload = %+v, %v; want [telemetry] to restart for", r, err)
 	}
 }

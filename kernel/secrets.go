@@ -51,9 +51,19 @@ func (s *Server) CurrentSecrets() *secret.Set {
 // sameSecretValues reports whether every secret sp refers to has the
 // same value in a as in b.
 func sameSecretValues(sp *upstream.Spec, a, b *secret.Set) bool {
+	var names []string
 	for _, ref := range sp.SecretRefs() {
-		va, oka := value(a, ref.Name)
-		vb, okb := value(b, ref.Name)
+		names = append(names, ref.Name)
+	}
+	return sameValues(names, a, b)
+}
+
+// sameValues reports whether every secret of names has the same value in
+// a as in b.
+func sameValues(names []string, a, b *secret.Set) bool {
+	for _, name := range names {
+		va, oka := value(a, name)
+		vb, okb := value(b, name)
 		if va != vb || oka != okb {
 			return false
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/files"
 	"github.com/sharedos/sharedos-mcp/kernel/secret"
+	"github.com/sharedos/sharedos-mcp/kernel/telemetry"
 	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
@@ -91,6 +92,9 @@ type Server struct {
 	// the kernel's log in it too). It must already hold Secrets. nil
 	// redacts nothing.
 	Redactor *secret.Redactor
+	// Telemetry is where the kernel exports its spans and metrics; nil
+	// exports nothing, at no cost to a call.
+	Telemetry *telemetry.Telemetry
 
 	// Now is the clock grants are checked against; nil means time.Now.
 	Now func() time.Time
@@ -120,10 +124,11 @@ type Server struct {
 	upstreamEvents func(upstream.Event)
 	// waits, when set, is told before the kernel waits for a bound:
 	// "turn", "running" or "line". Tests use it to know a wait began.
-	waits func(bound string)
-	mu    sync.Mutex
-	conns map[*net.UnixConn]struct{}
-	err   error // why the audit log could not be written, while it cannot
+	waits   func(bound string)
+	mu      sync.Mutex
+	conns   map[*net.UnixConn]struct{}
+	err     error         // why the audit log could not be written, while it cannot
+	inForce config.Config // the config the policy and upstreams came from: Config, or the last reload
 }
 
 // auditSink is what the kernel needs of its audit log.
@@ -185,10 +190,22 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 			s.tools = slices.DeleteFunc(s.tools, func(t *tool) bool { return t.scope.Namespace == files.Namespace })
 		}
 	}
+	// The config is on the record before any decision is made under it.
+	s.mu.Lock()
+	s.inForce = s.Config
+	s.mu.Unlock()
+	if !s.recordConfig("start", config.Config{}, s.Config) {
+		ln.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return fmt.Errorf("record the config: %w", s.err)
+	}
 	if err := s.startBrokers(); err != nil {
 		ln.Close()
 		return err
 	}
+	s.Telemetry.ObserveUpstreams(s.upstreamStates)
+	s.Telemetry.ObserveApprovals(s.approvalsWaiting)
 	s.conns = map[*net.UnixConn]struct{}{}
 
 	ctx, stop := context.WithCancel(ctx)
@@ -314,6 +331,9 @@ type Policy struct {
 	AllowUIDs      []uint32 // nil means the kernel's own uid only
 	OperatorUIDs   []uint32 // besides the kernel's own uid and root
 	AllowHardLinks bool
+	// Arguments is what the audit records of a call's arguments, a
+	// config.Arguments* value; "" means config.ArgumentsDigest.
+	Arguments string
 	// AskTimeout is how long a call that waits for a person's approval
 	// is held; 0 means config.DefaultAskTimeout.
 	AskTimeout time.Duration
@@ -324,12 +344,12 @@ type Policy struct {
 // PolicyOf is the part of a config a running kernel can change.
 func PolicyOf(c config.Config) Policy {
 	return Policy{Grants: c.Grants, Integrations: c.Hierarchy, GrantLines: c.Lines.Grants,
-		AllowUIDs: c.AllowUIDs, OperatorUIDs: c.OperatorUIDs, AllowHardLinks: c.AllowHardLinks, AskTimeout: c.AskTimeout}
+		AllowUIDs: c.AllowUIDs, OperatorUIDs: c.OperatorUIDs, AllowHardLinks: c.AllowHardLinks, Arguments: c.Arguments, AskTimeout: c.AskTimeout}
 }
 
 func (s *Server) initialPolicy() Policy {
 	return Policy{Grants: s.Grants, Integrations: s.Integrations, GrantLines: s.Config.Lines.Grants,
-		AllowUIDs: s.AllowUIDs, OperatorUIDs: s.OperatorUIDs, AllowHardLinks: s.AllowHardLinks, AskTimeout: s.AskTimeout}
+		AllowUIDs: s.AllowUIDs, OperatorUIDs: s.OperatorUIDs, AllowHardLinks: s.AllowHardLinks, Arguments: s.Config.Arguments, AskTimeout: s.AskTimeout}
 }
 
 // SetPolicy replaces the kernel's grants, its integrations' parents, the

@@ -18,6 +18,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/internal/peercred"
 	"github.com/sharedos/sharedos-mcp/kernel/audit"
 	"github.com/sharedos/sharedos-mcp/kernel/files"
+	"github.com/sharedos/sharedos-mcp/kernel/telemetry"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -47,6 +48,10 @@ type turn struct {
 	// operator is set once the connection asked an operator method; it
 	// can then never say hello (see operatorRequest).
 	operator bool
+	// asked counts the turn's tools.invoke and turn.escalate requests;
+	// read goroutine only. turn.closed records it as calls: 0 marks a
+	// turn that only looked.
+	asked int
 	// canAsk is set by hello when the shim announced it answers
 	// approval.ask: the person at the harness can be asked.
 	canAsk bool
@@ -88,7 +93,7 @@ func (s *Server) serveConn(ctx context.Context, conn *net.UnixConn) {
 			s.forgetAsker(t)
 		}
 		if t.name != "" {
-			s.record(t.event(audit.EventTurnClosed, nil))
+			s.record(t.event(audit.EventTurnClosed, func(e *audit.Event) { e.Calls = &t.asked }))
 			if err := s.Audit.Sync(); err != nil {
 				s.Log.Error().Err(err).Msg("audit sync failed")
 			}
@@ -153,7 +158,9 @@ func (t *turn) tooLong(prefix []byte) {
 	}
 	msg := fmt.Sprintf("the request line is over the kernel's %d-byte limit", t.s.maxLine())
 	if id != nil && leadingString(prefix, "method") == kproto.MethodInvoke && t.name != "" {
-		t.invokeRefused(id, invokeParams{CallID: leadingString(prefix, "params", "callId"), Tool: leadingString(prefix, "params", "tool")},
+		t.asked++
+		// Its arguments were never read: size -1 records nothing of them.
+		t.invokeRefused(id, invokeParams{CallID: leadingString(prefix, "params", "callId"), Tool: leadingString(prefix, "params", "tool"), Arguments: boundedJSON{size: -1}},
 			failed(kproto.CodeTooLarge, "%s; nothing was read of it", msg))
 		return
 	}
@@ -384,6 +391,7 @@ func (t *turn) escalateRequest(m jsonrpc.Message) bool {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "turn.escalate params: "+err.Error(), "")
 		return true
 	}
+	t.asked++
 	// The escalation takes effect in its place among the turn's calls:
 	// after every call that came before it, before any that comes after.
 	if t.s.acquire(t.ctx, t.slots, "turn") != nil {
@@ -465,6 +473,9 @@ type invokeParams struct {
 	Tool        string
 	Arguments   boundedJSON
 	CatalogHash string
+	// MCP is the mcp member as it came (kproto.InvokeMCP), a slice of
+	// the line: read only for telemetry.
+	MCP []byte
 }
 
 // boundedJSON is a raw JSON value kept only if it is at most
@@ -485,6 +496,8 @@ type call struct {
 	resource  string // the resource decided on: where the named one really is
 	upstream  string // a brokered call's upstream
 	decided   *decision
+	// recorded is what the audit records of the call's arguments.
+	recorded argumentsRecord
 	// args are the call's arguments as they will be executed, as JSON;
 	// asked for only when a person must approve the call.
 	args func() []byte
@@ -501,6 +514,7 @@ type call struct {
 // read behind it, while a write waits for what came before it and is
 // waited for by what comes after.
 func (t *turn) invoke(m jsonrpc.Message) {
+	t.asked++
 	p, err := decodeInvokeParamsIn(m.Params, true)
 	if err != nil {
 		t.writeError(m.ID, jsonrpc.CodeInvalidParams, "tools.invoke params: "+err.Error(), "")
@@ -556,12 +570,22 @@ func (t *turn) start(id json.RawMessage, p invokeParams, refused outcome, done f
 		defer done()
 		defer line.release()
 		start := time.Now()
+		// A copy of its own: a closure that changed what it captured
+		// would move it to the heap, at every call.
+		ctx := ctx
+		var span *telemetry.Call
+		if t.s.Telemetry != nil {
+			_, published := t.tools[p.Tool]
+			ctx, span = t.s.Telemetry.StartCall(ctx, telemetry.CallStart{
+				Integration: t.name, ExecutionID: t.execID, Tool: clip.String(p.Tool, 128), Published: published, Seq: tk.seq, MCP: p.MCP,
+			})
+		}
 		var c call
 		o := refused
 		if o.status == "" {
 			c, o = t.runInOrder(ctx, tk, p)
 		}
-		t.answer(id, p, c, tk.seq, start, o)
+		t.answer(id, p, c, tk.seq, start, o, span)
 	}()
 }
 
@@ -592,6 +616,7 @@ func (t *turn) runInOrder(ctx context.Context, tk *ticket, p invokeParams) (call
 // resolves, on where the named path really leads, once the tool holds
 // what it leads to (see files.Call.Authorize).
 func (t *turn) run(ctx context.Context, p invokeParams, seq int64, tok *runToken) (c call, o outcome) {
+	c.recorded = recordArguments(t.s.currentPolicy().Arguments, p.Arguments)
 	tl, ok := t.tools[p.Tool]
 	if !ok {
 		return c, denied(kproto.CodeToolUnavailable, "%s is not in this turn's catalogue", strconv.Quote(clip.String(p.Tool, 128)))
@@ -664,6 +689,7 @@ func (t *turn) run(ctx context.Context, p invokeParams, seq int64, tok *runToken
 				if !t.s.recordDurably(t.event(audit.EventToolAuthorized, func(e *audit.Event) {
 					e.CallID, e.Seq, e.Tool, e.Action, e.CatalogHash = p.CallID, seq, tl.def.Name, c.action, p.CatalogHash
 					e.Resource, e.Requested, e.Grants, e.ApprovalID = c.resource, requestedIfOther(c), c.decided.grantRefs(), c.approvalID
+					e.ArgumentsDigest, e.Arguments = c.recorded.digest, c.recorded.full
 				})) {
 					return auditUnavailable(false).refusal(), false
 				}
@@ -727,11 +753,16 @@ func auditUnavailable(acted bool) outcome {
 
 // answer records a call's outcome and then writes its result. Nothing is
 // handed out unrecorded: when the record fails, the answer is
-// audit_unavailable instead of the result.
-func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, start time.Time, o outcome) {
+// audit_unavailable instead of the result. The call's span ends with
+// what was answered.
+func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, start time.Time, o outcome, span *telemetry.Call) {
 	r := resultOf(o)
 	took := time.Since(start)
 	d := took.Microseconds()
+	if c.recorded.digest == "" {
+		// Refused or cancelled before it ran.
+		c.recorded = recordArguments(t.s.currentPolicy().Arguments, p.Arguments)
+	}
 	var nearest []audit.GrantRef
 	if o.status == kproto.StatusDenied {
 		nearest = c.decided.nearest(t.s.budgets, t.budget)
@@ -740,9 +771,11 @@ func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, sta
 		e.CallID, e.Seq, e.Tool, e.Resource, e.Requested, e.Action = clip.String(p.CallID, maxCallIDBytes), seq, clip.String(p.Tool, 128), c.resource, requestedIfOther(c), c.action
 		e.Status, e.Code, e.CatalogHash, e.DurationUs, e.Upstream = r.Status, r.Code, clip.String(p.CatalogHash, 128), &d, c.upstream
 		e.Grants, e.Nearest, e.RetryAfterMs, e.ApprovalID, e.Reason = c.decided.grantRefs(), nearest, r.RetryAfterMs, c.approvalID, o.note
+		e.ArgumentsDigest, e.Arguments = c.recorded.digest, c.recorded.full
 	})) {
 		r = resultOf(auditUnavailable(o.acted))
 	}
+	span.End(telemetry.CallEnd{Status: r.Status, Code: r.Code, Resource: c.resource, Action: c.action, Upstream: c.upstream, Grant: c.decided.grantNumber()})
 	// One line per call for whoever watches the kernel: the same facts
 	// as the record, without what the arguments held.
 	t.s.Log.Info().Str("integration", t.name).Str("executionId", t.execID).Int64("seq", seq).

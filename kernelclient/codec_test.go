@@ -12,6 +12,10 @@ func TestEncodeInvokeRoundTrips(t *testing.T) {
 	for _, p := range []kproto.InvokeParams{
 		{CallID: "c1", Tool: "files.read", Arguments: json.RawMessage(`{"path":"/a b","n":[1, 2]}`), CatalogHash: "ab12"},
 		{CallID: "c\"2\\", Tool: "bad\xffname\u2028<>&", Arguments: json.RawMessage(`{}`)},
+		{CallID: "c3", Tool: "t", Arguments: json.RawMessage(`{}`), MCP: kproto.InvokeMCP{RequestID: json.RawMessage(`"r\"1"`), ProtocolVersion: "2025-11-25",
+			TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "a=\"b\""}},
+		{CallID: "c4", Tool: "t", Arguments: json.RawMessage(`{}`), MCP: kproto.InvokeMCP{ProtocolVersion: "2026-07-28"}},
+		{CallID: "c5", Tool: "t", Arguments: json.RawMessage(`{}`), MCP: kproto.InvokeMCP{RequestID: json.RawMessage(`12`)}},
 	} {
 		raw := encodeInvoke(p)
 		var got kproto.InvokeParams

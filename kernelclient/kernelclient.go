@@ -825,9 +825,50 @@ func invokeParts(dst []byte, p kproto.InvokeParams) (head, tail []byte) {
 	head = append(head, `,"tool":`...)
 	head = jsonrpc.AppendString(head, p.Tool)
 	head = append(head, `,"arguments":`...)
-	tail = append(make([]byte, 0, 20+len(p.CatalogHash)), `,"catalogHash":`...)
+	tail = append(make([]byte, 0, 20+len(p.CatalogHash)+mcpLen(p.MCP)), `,"catalogHash":`...)
 	tail = jsonrpc.AppendString(tail, p.CatalogHash)
+	tail = appendMCP(tail, p.MCP)
 	return head, append(tail, '}')
+}
+
+// appendMCP appends tools.invoke's mcp member, when m holds anything.
+func appendMCP(b []byte, m kproto.InvokeMCP) []byte {
+	if len(m.RequestID) == 0 && m.ProtocolVersion == "" && m.TraceParent == "" {
+		return b
+	}
+	b = append(b, `,"mcp":{`...)
+	open := len(b)
+	if len(m.RequestID) > 0 {
+		b = append(b, `"requestId":`...)
+		b = append(b, m.RequestID...)
+	}
+	if m.ProtocolVersion != "" {
+		b = appendMember(b, open, `"protocolVersion":`)
+		b = jsonrpc.AppendString(b, m.ProtocolVersion)
+	}
+	if m.TraceParent != "" {
+		b = appendMember(b, open, `"traceparent":`)
+		b = jsonrpc.AppendString(b, m.TraceParent)
+		if m.TraceState != "" {
+			b = append(b, `,"tracestate":`...)
+			b = jsonrpc.AppendString(b, m.TraceState)
+		}
+	}
+	return append(b, '}')
+}
+
+// appendMember appends a member's name, after a comma unless it is the
+// first since open.
+func appendMember(b []byte, open int, name string) []byte {
+	if len(b) > open {
+		b = append(b, ',')
+	}
+	return append(b, name...)
+}
+
+// mcpLen bounds what appendMCP appends.
+func mcpLen(m kproto.InvokeMCP) int {
+	return 80 + len(m.RequestID) + 2*(len(m.ProtocolVersion)+len(m.TraceParent)+len(m.TraceState))
 }
 
 func invokeArguments(p kproto.InvokeParams) []byte {

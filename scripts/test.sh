@@ -44,6 +44,11 @@ if command -v claude >/dev/null 2>&1; then :; else
 		"(internal/e2e TestClaudeCodeConnectsThroughTheInstalledEntry, conformance);" \
 		".ci/run installs it: npm install -g @anthropic-ai/claude-code@$(sed -n 's/^claude_code=//p' .ci/run)"
 fi
+if [ -z "${SHAREDOS_OTEL_BIN:-}" ]; then
+	echo "note: SHAREDOS_OTEL_BIN is not set, so the telemetry end-to-end test was skipped" \
+		"(internal/e2e TestTelemetryReachesRealBackends); 'make otel-backends' builds Jaeger and an" \
+		"OpenTelemetry Collector once (minutes) and prints the directory to export as SHAREDOS_OTEL_BIN; .ci/run does both"
+fi
 if ((${#failed[@]} > 0)); then
 	echo "FAILED: ${#failed[@]} of $total packages: ${failed[*]}"
 	exit 1

@@ -16,12 +16,15 @@ import (
 // relay's missed budgets (docs/adr/0029, amended): 61 (65 before), 66
 // under the race detector (70 before), once the "2.0", the method
 // tools/call and a result's status are read without a string made for
-// each, and tools.invoke's head fits its buffer on the stack.
-const relayedCallAllocs = 61
+// each, and tools.invoke's head fits its buffer on the stack. The fake
+// decoding the mcp member of tools.invoke (its requestId and
+// protocolVersion, issue 27) adds 2 of its own: the shim sends it without
+// allocating (61 with the member left empty).
+const relayedCallAllocs = 63
 
 // relayedCallAllocsRace is the same call under the race detector, which
 // allocates on its own: CI runs the tests with -race.
-const relayedCallAllocsRace = 66
+const relayedCallAllocsRace = 68
 
 func TestRelayedCallAllocations(t *testing.T) {
 	budget := relayedCallAllocs

@@ -52,6 +52,11 @@ type request struct {
 	own bool
 	// progressToken is params._meta.progressToken, the request's own copy.
 	progressToken json.RawMessage
+	// traceParent and traceState are params._meta's W3C trace context
+	// (tools/call only), passed to the kernel: its span of the call is a
+	// child of the client's; version is the MCP protocol version the
+	// request was made under, as the reader saw it.
+	traceParent, traceState, version string
 	// elicit: the client of this tools/call can be asked with a form
 	// elicitation (its era has elicitation, and it declared form mode:
 	// at initialize in the legacy eras, in this request's _meta in the
@@ -204,6 +209,9 @@ func (s *server) handleMessage(ctx context.Context, raw []byte, own bool) *pendi
 		if req.method == "tools/call" && m.progressToken != nil {
 			req.progressToken = bytes.Clone(m.progressToken)
 		}
+		if req.method == "tools/call" && m.traceParent != nil {
+			req.traceParent, req.traceState = traceString(m.traceParent, maxTraceParent), traceString(m.traceState, maxTraceState)
+		}
 		if req.modern && req.method == "tools/call" {
 			req.elicit, req.elicitMode = elicitsForm(m.caps), "form"
 		}
@@ -244,6 +252,7 @@ func methodName(raw []byte) (string, error) {
 // raw JSON, nil when absent).
 type meta struct {
 	version, caps, epoch, progressToken []byte
+	traceParent, traceState             []byte
 }
 
 func readMeta(raw json.RawMessage) meta {
@@ -260,10 +269,38 @@ func readMeta(raw json.RawMessage) meta {
 			if jsonrpc.ValidID(value) { // a progress token is a string or a number too
 				m.progressToken = value
 			}
+		case "traceparent":
+			m.traceParent = value
+		case "tracestate":
+			m.traceState = value
 		}
 		return nil
 	})
 	return m
+}
+
+// Bounds of the trace context passed on: a W3C traceparent is 55
+// characters in its version 00, a tracestate at most 512.
+const (
+	maxTraceParent = 128
+	maxTraceState  = 512
+	// maxRequestID bounds the request id passed on for the kernel's
+	// jsonrpc.request.id; a longer one is not.
+	maxRequestID = 128
+)
+
+// traceString is a trace context member's value when it is a string of at
+// most max bytes; anything else is not passed on (the call goes on
+// without it).
+func traceString(raw []byte, max int) string {
+	if len(raw) == 0 || raw[0] != '"' || len(raw) > max+2 {
+		return ""
+	}
+	s, err := jsonrpc.DecodeString(raw)
+	if err != nil || len(s) > max {
+		return ""
+	}
+	return s
 }
 
 func parseError() []byte {
@@ -301,6 +338,11 @@ func (s *server) handleRequest(ctx context.Context, req *request) *pending {
 	case req.method == "tools/list":
 		return s.toolsList(ctx, req)
 	case req.method == "tools/call":
+		// Read here, on the reader, which alone changes legacyVersion.
+		req.version = s.legacyVersion
+		if req.modern {
+			req.version = modernVersion
+		}
 		return s.toolsCall(ctx, req)
 	case req.method == "initialize" && !req.modern:
 		return s.answer(req, s.initialize(req))

@@ -266,7 +266,12 @@ func (s *server) dispatch(ctx context.Context, st *turnState, req *request, cp c
 	if timeout > 0 {
 		c.timer = time.AfterFunc(timeout, c.expire)
 	}
-	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: cp.args, CatalogHash: s.cat.hash}
+	ip := kproto.InvokeParams{CallID: callID, Tool: name, Arguments: cp.args, CatalogHash: s.cat.hash, MCP: kproto.InvokeMCP{
+		ProtocolVersion: req.version, TraceParent: req.traceParent, TraceState: req.traceState,
+	}}
+	if len(req.id) <= maxRequestID {
+		ip.MCP.RequestID = req.id
+	}
 	if err := s.kernel.StartInvokeFunc(ip, cp.own, c.answered); err != nil && st.decide(p) {
 		c.fail(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,12 +28,13 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 		"Print the reference kernel's audit log as a table (each event with its turn, the executionId,\n"+
 			"and each call's place in its turn; a turn's calls in the order they arrived), or with --json\n"+
 			"as the stored JSON lines, in the file's order.\n\n"+
-			"  audit verify [--file F] [--head H]   check the log's hash chain and print its head")
+			"  audit verify [--file F] [--head H] [--against EXPORT]   check the log's hash chain and print its head")
 	file := fs.String("file", "", auditFileHelp)
 	integration := fs.String("integration", "", "only this integration's events (exact `name`)")
 	since := durationFlag(fs, "since", 0, true, "only events from the last `duration`, e.g. 30m, 12h or 7d")
 	asJSON := fs.Bool("json", false, "print the stored lines, one JSON object per line")
 	follow := fs.Bool("follow", false, "after the events so far, keep printing new ones as the kernel writes them, until interrupted")
+	calls := fs.Bool("calls", false, "only turns that made a call: hide those that only looked (claude mcp list, doctor, catalog)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -83,6 +85,9 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 		order = audit.NewCallOrder(p.print)
 		print = order.Event
 	}
+	if *calls {
+		print = audit.NewCallsOnly(print).Event
+	}
 	skipped, err := audit.Read(r, filter, print)
 	if err == nil && order != nil {
 		err = order.Flush()
@@ -106,14 +111,17 @@ func runAudit(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	if p.count() == 0 && !*follow {
 		// On stderr, so that --json's stdout stays nothing but events.
-		fmt.Fprintf(stdio.Err, "%s: no events%s in %s\n", prog, filterWords(*integration, *since), path)
+		fmt.Fprintf(stdio.Err, "%s: no events%s in %s\n", prog, filterWords(*integration, *since, *calls), path)
 	}
 	return nil
 }
 
 // filterWords says what the filters asked for, for "no events …".
-func filterWords(integration string, since time.Duration) string {
+func filterWords(integration string, since time.Duration, calls bool) string {
 	var w []string
+	if calls {
+		w = append(w, "of turns that made a call")
+	}
 	if integration != "" {
 		w = append(w, fmt.Sprintf("of integration %q", integration))
 	}
@@ -127,15 +135,20 @@ func filterWords(integration string, since time.Duration) string {
 }
 
 func runAuditVerify(stdio cli.IO, args []string) error {
-	fs := newFlagSet(stdio, "audit verify", "[--file F] [--head H]...",
+	fs := newFlagSet(stdio, "audit verify", "[--file F] [--head H]... [--against EXPORT]",
 		"Check the audit log's hash chain: each line carries the SHA-256 of the line before it, so an\n"+
 			"edited, inserted or removed line breaks it. Prints the chain's head, the hash of the last\n"+
 			"event: keep it somewhere the kernel's uid cannot write, and pass it back with --head later\n"+
 			"to detect a rewrite of the whole log. Exits 1 and names the first line where the chain\n"+
-			"breaks, or a kept head the log no longer holds.")
+			"breaks, or a kept head the log no longer holds.\n\n"+
+			"With --against, also check the log against a copy of it exported with [telemetry] audit_logs:\n"+
+			"the JSON lines an OpenTelemetry Collector's file exporter wrote. Every line of this log the\n"+
+			"copy holds must be this log's, in its place; exits 1 and names the first line where the log\n"+
+			"stops holding what was exported (an edit, a rewrite from that line, lines cut from the end).")
 	file := fs.String("file", "", auditFileHelp)
 	var heads stringsFlag
 	fs.Var(&heads, "head", "a `hash` printed by an earlier verify, which the log must still hold (repeatable)")
+	against := fs.String("against", "", "an exported copy of the audit stream (`file`: OTLP JSON lines, as a collector's file exporter writes them)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -186,6 +199,71 @@ func runAuditVerify(stdio cli.IO, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(stdio.Out, "head %s (line %d)\n", v.Head, v.HeadLine)
+	if *against != "" {
+		return verifyAgainst(stdio, path, *against)
+	}
+	return nil
+}
+
+// verifyAgainst checks the log at path against an exported copy.
+func verifyAgainst(stdio cli.IO, path, exported string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("audit verify: host name: %w", err)
+	}
+	id := audit.LogID{Host: host, Path: abs}
+	local, err := os.Open(path)
+	if err != nil {
+		return auditOpenError(path, err)
+	}
+	defer local.Close()
+	exp, err := os.Open(exported)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return cli.Hintf(fmt.Errorf("audit verify: no exported copy at %s", exported), "pass the file the collector's file exporter writes (docs/telemetry.md)")
+	}
+	if err != nil {
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	defer exp.Close()
+	a, err := audit.VerifyAgainst(local, exp, id)
+	var br *audit.ChainBreak
+	var ee *audit.ExportError
+	switch {
+	case errors.As(err, &br):
+		return cli.Hintf(fmt.Errorf("audit verify: %s:%d: the log differs from the exported copy %s: %s", path, br.Line, exported, br.Reason),
+			"the copy is out of this uid's reach, so the local log was changed after it was exported; keep both files as evidence")
+	case errors.Is(err, audit.ErrNoExport):
+		others := ""
+		for i, o := range a.Others {
+			if i == 3 {
+				others += fmt.Sprintf(" and %d more", len(a.Others)-i)
+				break
+			}
+			others += " " + o.String()
+		}
+		if others != "" {
+			others = "; it holds lines of" + others
+		}
+		return cli.Hintf(fmt.Errorf("audit verify: %s holds no line of %s%s", exported, id, others),
+			"check that the kernel writing %s runs with [telemetry] audit_logs = true and that this is its collector's copy", path)
+	case errors.As(err, &ee):
+		return cli.Hintf(fmt.Errorf("audit verify: %s: %v", exported, ee),
+			"pass the JSON lines a collector's file exporter writes (format json), unchanged")
+	case err != nil:
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	fmt.Fprintf(stdio.Out, "ok against %s: %d of %d line(s) exported, each as it is here", exported, a.Exported, a.Lines)
+	if a.Duplicates > 0 {
+		fmt.Fprintf(stdio.Out, " (%d delivered more than once)", a.Duplicates)
+	}
+	fmt.Fprintln(stdio.Out)
+	if a.NotYet > 0 {
+		fmt.Fprintf(stdio.Out, "note: the last %d line(s) are not in the copy yet: written after the last export that reached it\n", a.NotYet)
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -158,6 +159,12 @@ func statusCell(e audit.Event) string {
 		return e.Reason
 	case audit.EventApprovalRequested, audit.EventApprovalGranted, audit.EventApprovalDeclined:
 		return approvalEventStatus(e.Event, e.ApprovalID, e.Ask, e.By, e.Expires, e.Peer.UID)
+	case audit.EventTurnClosed:
+		if e.Calls != nil {
+			return fmt.Sprintf("%d call(s)", *e.Calls)
+		}
+	case audit.EventConfigLoaded:
+		return configCell(e)
 	case upstream.EventToolPinned:
 		if len(e.Changed) > 0 {
 			return e.Reason + ": " + strings.Join(e.Changed, ", ")
@@ -187,4 +194,26 @@ func cell(s string) string {
 		}
 	}
 	return s
+}
+
+// configCell says what a config.loaded changed: "start: 4 added", and
+// which file, short.
+func configCell(e audit.Event) string {
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{len(e.Added), "added"}, {len(e.Removed), "removed"}, {len(e.Changed), "changed"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no change")
+	}
+	text := e.Reason + ": " + strings.Join(parts, ", ")
+	if e.SHA256 != "" {
+		text += " (sha256 " + e.SHA256[:min(12, len(e.SHA256))] + ")"
+	}
+	return text
 }

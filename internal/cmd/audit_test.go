@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,5 +276,115 @@ func TestAuditFollowPrintsEventsAsTheyAreWrittenAndAcrossRotation(t *testing.T) 
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("audit --follow did not end within 10s of the interrupt")
+	}
+}
+
+// exportedCopy writes, for the audit log at path, what a collector's file
+// exporter writes of the audit stream of its first n lines: OTLP/JSON,
+// each line the body of a record with its hash and prev, the log named on
+// the resource.
+func exportedCopy(t *testing.T, path string, n int) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	abs, _ := filepath.Abs(path)
+	str := func(k, v string) map[string]any {
+		return map[string]any{"key": k, "value": map[string]any{"stringValue": v}}
+	}
+	var records []any
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")[:n] {
+		var e audit.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(l))
+		records = append(records, map[string]any{"body": map[string]any{"stringValue": l},
+			"attributes": []any{str(audit.AttrHash, hex.EncodeToString(sum[:])), str("prev", e.Prev)}})
+	}
+	b, err := json.Marshal(map[string]any{"resourceLogs": []any{map[string]any{
+		"resource":  map[string]any{"attributes": []any{str(audit.AttrHost, host), str(audit.AttrLog, abs)}},
+		"scopeLogs": []any{map[string]any{"logRecords": records}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "export.jsonl")
+	if err := os.WriteFile(out, append(b, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestAuditVerifyAgainstAnExportedCopy: a log as exported passes, with a
+// note for lines not exported yet; a rewrite through the kernel's own
+// writer, which verifies alone, is named at the line where it stops
+// holding what was exported.
+func TestAuditVerifyAgainstAnExportedCopy(t *testing.T) {
+	evs := []audit.Event{
+		{Time: "2026-01-01T00:00:00Z", Event: audit.EventTurnOpened, ExecutionID: "exe_1", Integration: "cc"},
+		{Time: "2026-01-01T00:00:01Z", Event: audit.EventToolInvoked, ExecutionID: "exe_1", Integration: "cc", Tool: "files.write", Resource: "files:/a", Status: "succeeded"},
+		{Time: "2026-01-01T00:00:02Z", Event: audit.EventToolInvoked, ExecutionID: "exe_1", Integration: "cc", Tool: "files.read", Resource: "files:/b", Status: "succeeded"},
+		{Time: "2026-01-01T00:00:03Z", Event: audit.EventTurnClosed, ExecutionID: "exe_1", Integration: "cc"},
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	write := func(evs []audit.Event) {
+		os.Remove(path)
+		a, err := audit.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if err := a.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.Close()
+	}
+	write(evs)
+	export := exportedCopy(t, path, 3)
+	code, stdout, stderr := runCLI(t, "audit", "verify", "--file", path, "--against", export)
+	if code != 0 || !strings.Contains(stdout, "ok against "+export+": 3 of 4 line(s) exported") || !strings.Contains(stdout, "note: the last 1 line(s) are not in the copy yet") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	rewritten := slices.Clone(evs)
+	rewritten[1].Resource = "files:/harmless"
+	write(rewritten)
+	code, _, stderr = runCLI(t, "audit", "verify", "--file", path, "--against", export)
+	if code != 1 || !strings.Contains(stderr, path+":2: the log differs from the exported copy") || !strings.Contains(stderr, "hint: ") {
+		t.Errorf("a rewritten log: exit %d, stderr %q; want 1 naming line 2", code, stderr)
+	}
+
+	other := exportedCopy(t, auditFixture(t), 2)
+	code, _, stderr = runCLI(t, "audit", "verify", "--file", path, "--against", other)
+	if code != 1 || !strings.Contains(stderr, "holds no line of") || !strings.Contains(stderr, "audit_logs = true") {
+		t.Errorf("a copy of another log: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestAuditCallsHidesTurnsThatOnlyLooked: --calls leaves out a turn with
+// no call (a health check), and shows the rest as they are.
+func TestAuditCallsHidesTurnsThatOnlyLooked(t *testing.T) {
+	zero, one := 0, 1
+	path := writeAuditLog(t, []audit.Event{
+		{Time: "2026-01-01T00:00:00Z", Event: audit.EventConfigLoaded, Reason: "start"},
+		{Time: "2026-01-01T00:00:01Z", Event: audit.EventTurnOpened, ExecutionID: "exe_look", Integration: "claude-code"},
+		{Time: "2026-01-01T00:00:01Z", Event: audit.EventCatalogListed, ExecutionID: "exe_look", Integration: "claude-code"},
+		{Time: "2026-01-01T00:00:02Z", Event: audit.EventTurnClosed, ExecutionID: "exe_look", Integration: "claude-code", Calls: &zero},
+		{Time: "2026-01-01T00:00:03Z", Event: audit.EventTurnOpened, ExecutionID: "exe_act", Integration: "claude-code"},
+		{Time: "2026-01-01T00:00:04Z", Event: audit.EventToolInvoked, ExecutionID: "exe_act", Integration: "claude-code", Seq: 1, CallID: "c1", Tool: "files.read", Status: "succeeded"},
+		{Time: "2026-01-01T00:00:05Z", Event: audit.EventTurnClosed, ExecutionID: "exe_act", Integration: "claude-code", Calls: &one},
+	})
+	code, stdout, stderr := runCLI(t, "audit", "--file", path, "--calls")
+	if code != 0 || strings.Contains(stdout, "exe_look") || !strings.Contains(stdout, "exe_act") || !strings.Contains(stdout, "config.loaded") || !strings.Contains(stdout, "1 call(s)") {
+		t.Errorf("audit --calls: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "audit", "--file", path, "--calls", "--json")
+	if code != 0 || strings.Count(stdout, "\n") != 4 {
+		t.Errorf("audit --calls --json: exit %d\n%s", code, stdout)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sharedos/sharedos-mcp/install"
 	"github.com/sharedos/sharedos-mcp/internal/cli"
 	"github.com/sharedos/sharedos-mcp/internal/service"
@@ -28,6 +30,7 @@ import (
 	"github.com/sharedos/sharedos-mcp/kernel/config"
 	"github.com/sharedos/sharedos-mcp/kernel/secret"
 	"github.com/sharedos/sharedos-mcp/kernel/status"
+	"github.com/sharedos/sharedos-mcp/kernel/telemetry"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -135,7 +138,12 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 	if err != nil {
 		return errors.Join(listenHint(err, cfg.Socket), auditLog.Close())
 	}
+	tel, exporting, err := startTelemetry(ctx, cfg, secrets, stateDir, log)
+	if err != nil {
+		return errors.Join(err, ln.Close(), auditLog.Close())
+	}
 	srv := &kernel.Server{
+		Telemetry:      tel,
 		Root:           cfg.Root,
 		Grants:         cfg.Grants,
 		Integrations:   cfg.Hierarchy,
@@ -167,6 +175,7 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 	} else {
 		fmt.Fprintf(report, "%s: config %s\n", prog, cfg.File)
 	}
+	exporting.print(report)
 	sum := summarize(cfg)
 	printAllowances(report, cfg, sum, nil)
 	printUpstreams(report, cfg, sum, stateDir)
@@ -183,6 +192,14 @@ func serveKernel(ctx context.Context, stdio cli.IO, lg *cli.Log, cfg config.Conf
 
 	serveErr := srv.Serve(ctx, ln)
 	stopReload()
+	// Every turn has ended: what telemetry holds, and the audit stream's
+	// last lines, go out now, within a bound; what does not is sent by
+	// the next kernel, from the stream's cursor.
+	flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
+	if err := tel.Shutdown(flushCtx); err != nil {
+		log.Warn().Err(err).Msg("telemetry: not everything was exported before the kernel stopped")
+	}
+	cancelFlush()
 	why := "stopped"
 	// A signal's cause says which signal; it also reports itself as
 	// context.Canceled to errors.Is, so it is told apart by identity.
@@ -208,6 +225,62 @@ func hasLimits(cfg config.Config) bool {
 
 // memoryLimit is the kernel's soft memory limit (debug.SetMemoryLimit).
 const memoryLimit = 192 << 20
+
+// telemetryFlush bounds how long a stopping kernel waits for its last
+// telemetry to be exported.
+const telemetryFlush = 5 * time.Second
+
+// startTelemetry starts the export [telemetry] asks for, and says what it
+// exports where; nil without the table, or when no endpoint is set, which
+// it warns about. The audit stream keeps its cursor in the state
+// directory. The headers' {secret:NAME} are filled in from secrets, the
+// ones the kernel started with.
+func startTelemetry(ctx context.Context, cfg config.Config, secrets *secret.Set, stateDir string, log zerolog.Logger) (*telemetry.Telemetry, telemetryNote, error) {
+	if cfg.Telemetry == nil {
+		return nil, telemetryNote{}, nil
+	}
+	if cfg.Telemetry.AuditLogs && stateDir == "" {
+		return nil, telemetryNote{}, cli.Hintf(errors.New("[telemetry] audit_logs needs a state directory for its cursor"), "set state_dir in the config")
+	}
+	if cfg.Telemetry.AuditLogs {
+		if _, err := sockpath.MakeDirs(stateDir, func(u uint32) bool { return u == uint32(os.Getuid()) || u == 0 }); err != nil {
+			return nil, telemetryNote{}, cli.Hintf(fmt.Errorf("state directory: %w", err), "state_dir must be a directory of yours that others cannot write")
+		}
+	}
+	tel, err := telemetry.Start(ctx, telemetry.Options{
+		Config: *cfg.Telemetry, Version: buildStamp().version, AuditLog: cfg.AuditLog, StateDir: stateDir, Log: log, Secrets: secrets,
+	})
+	switch {
+	case errors.Is(err, telemetry.ErrNoEndpoint):
+		return nil, telemetryNote{text: err.Error() + "; nothing is exported", hint: "set otlp_endpoint in [telemetry], or OTEL_EXPORTER_OTLP_ENDPOINT"}, nil
+	case err != nil:
+		return nil, telemetryNote{}, cli.Hintf(fmt.Errorf("telemetry: %w", err), "fix [telemetry] in %s (docs/telemetry.md)", cfg.File)
+	case tel == nil:
+		return nil, telemetryNote{text: "OTEL_SDK_DISABLED is true; nothing is exported"}, nil
+	}
+	where := cfg.Telemetry.Endpoint
+	if where == "" {
+		where = "the endpoint OTEL_EXPORTER_OTLP_* names"
+	}
+	what := "traces and metrics"
+	if cfg.Telemetry.AuditLogs {
+		what = "traces, metrics and the audit log"
+	}
+	return tel, telemetryNote{text: "exporting " + what + " to " + where}, nil
+}
+
+// telemetryNote is what the kernel says of its telemetry when it starts:
+// a warning when it has a hint.
+type telemetryNote struct{ text, hint string }
+
+func (n telemetryNote) print(w io.Writer) {
+	switch {
+	case n.hint != "":
+		cli.Warn(w, prog, "telemetry: "+n.text, n.hint)
+	case n.text != "":
+		fmt.Fprintf(w, "%s: telemetry: %s\n", prog, n.text)
+	}
+}
 
 // reloadOnHangup reads the config again on each SIGHUP until ctx ends or
 // the returned function is called, puts the kernel's flags over it as at

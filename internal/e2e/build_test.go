@@ -24,8 +24,12 @@ import (
 // and oauth packages; with the CLI's second day it was 13.80 MB.
 // Approvals (issue 26: the kernel's registry and questions, the shim's
 // elicitation in both eras, the operator's commands) added 148 KB, to
-// 13.95 MB.
-const maxBinarySize = 14_100_000
+// 13.95 MB. The OpenTelemetry SDK and its OTLP exporters (issue 27)
+// added 10,158,080 bytes, from 13,959,330 to 24,117,410 (release flags,
+// measured at the merge with the relay's budgets): protobuf, gRPC and
+// the OTLP messages come with them, the HTTP exporters' included
+// (docs/adr/0037).
+const maxBinarySize = 24_300_000
 
 // TestReleaseBuildIsStatic builds the binary the way goreleaser.yaml does
 // and checks the promise that it runs on any Linux without a libc to

@@ -214,6 +214,10 @@ actions = ["read", "list"]
 		t.Fatal(err)
 	}
 	evs := parseEvents(t, data)
+	if evs[0].Event != audit.EventConfigLoaded || evs[0].Reason != "start" {
+		t.Errorf("first event %+v; want the config the kernel started on", evs[0])
+	}
+	evs = evs[1:]
 	var invoked int
 	for _, e := range evs {
 		if e.Integration != "claude-code" {

@@ -321,7 +321,15 @@ func (c *Conn) handle(m *jsonrpc.Message) bool {
 	case kproto.MethodInvoke:
 		var p kproto.InvokeParams
 		json.Unmarshal(m.Params, &p)
-		c.k.Record("invoke %s args=%s", p.Tool, p.Arguments)
+		if p.MCP.TraceParent != "" {
+			// Only a call with trace context shows the mcp member, so the
+			// scripts that do not test it do not spell it out.
+			m := p.MCP // a copy: marshalling p itself would move it to the heap on every call
+			mcp, _ := json.Marshal(&m)
+			c.k.Record("invoke %s args=%s mcp=%s", p.Tool, p.Arguments, mcp)
+		} else {
+			c.k.Record("invoke %s args=%s", p.Tool, p.Arguments)
+		}
 		if p.Tool == "die" {
 			return false
 		}
@@ -345,7 +353,7 @@ func (c *Conn) handle(m *jsonrpc.Message) bool {
 		escalated := c.escalated
 		c.mu.Unlock()
 		c.wg.Add(1)
-		go c.invoke(m.ID, p, release, c.k.release, escalated)
+		go c.invoke(m.ID, &p, release, c.k.release, escalated)
 	case kproto.MethodCancel:
 		var p kproto.CancelParams
 		json.Unmarshal(m.Params, &p)
@@ -465,7 +473,7 @@ func pending(approval string) kproto.InvokeResult {
 
 // invoke answers one call. escalated and release were decided when the
 // call was read, so the answer does not depend on goroutine timing.
-func (c *Conn) invoke(id json.RawMessage, p kproto.InvokeParams, release, released chan struct{}, escalated bool) {
+func (c *Conn) invoke(id json.RawMessage, p *kproto.InvokeParams, release, released chan struct{}, escalated bool) {
 	defer c.wg.Done()
 	var res kproto.InvokeResult
 	var a struct {
@@ -528,7 +536,7 @@ func (c *Conn) invoke(id json.RawMessage, p kproto.InvokeParams, release, releas
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: json.RawMessage(`"done"`)}
 		after = a.After
 	case strings.HasPrefix(p.Tool, "ask."):
-		res = c.asked(p)
+		res = c.asked(*p)
 	case p.Tool == "echo":
 		res = kproto.InvokeResult{Status: kproto.StatusSucceeded, Output: mustJSON(map[string]json.RawMessage{"echo": p.Arguments, "again": p.Arguments})}
 	default:

@@ -165,6 +165,24 @@ type InvokeParams struct {
 	Tool        string          `json:"tool"`
 	Arguments   json.RawMessage `json:"arguments"`
 	CatalogHash string          `json:"catalogHash"`
+	// MCP is what the shim knows of the MCP request the call relays;
+	// optional, and a kernel may ignore it.
+	MCP InvokeMCP `json:"mcp,omitzero"`
+}
+
+// InvokeMCP is tools.invoke's optional mcp member: what a kernel that
+// exports traces needs of the MCP request a call relays. Every member is
+// optional.
+type InvokeMCP struct {
+	// RequestID is the request's JSON-RPC id as the client sent it: a
+	// string or a number.
+	RequestID       json.RawMessage `json:"requestId,omitempty"`
+	ProtocolVersion string          `json:"protocolVersion,omitempty"` // the MCP protocol version the request was made under
+	// TraceParent and TraceState are the W3C trace context the client
+	// sent in the request's params._meta: the kernel's span of the call
+	// is a child of it.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // InvokeResult is the kernel's answer to one call. A refusal is a result.

@@ -384,6 +384,9 @@ func spawn(how string) (int, error) {
 type Recorded struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Meta is the trace context of the call's params._meta (traceparent,
+	// tracestate), when it carried one: a kernel with telemetry sends it.
+	Meta map[string]any `json:"meta,omitempty"`
 }
 
 // ReadRecord returns the calls recorded in file, in order; none when it
@@ -416,7 +419,16 @@ func recordCalls(f *os.File) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
-				line, _ := json.Marshal(Recorded{Tool: p.Name, Arguments: p.Arguments})
+				r := Recorded{Tool: p.Name, Arguments: p.Arguments}
+				for _, k := range []string{"traceparent", "tracestate"} {
+					if v, ok := p.Meta[k]; ok {
+						if r.Meta == nil {
+							r.Meta = map[string]any{}
+						}
+						r.Meta[k] = v
+					}
+				}
+				line, _ := json.Marshal(r)
 				mu.Lock()
 				_, _ = f.Write(append(line, '\n'))
 				mu.Unlock()

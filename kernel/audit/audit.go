@@ -61,7 +61,18 @@ const (
 	// needs explaining: after lines it set aside, or at the start of the
 	// file that replaced a rotated one. Its Reason is a Segment* value.
 	EventSegment = "audit.segment"
+	// EventConfigLoaded is the kernel's, at start (Reason "start") and on
+	// every reload ("reload"): the config file, its SHA256, and what it
+	// Added, Removed and Changed against the config in force before it
+	// (at start, against none), by name. With the record of each call it
+	// says which grants were in force for each decision.
+	EventConfigLoaded = "config.loaded"
 )
+
+// MaxArguments bounds the arguments a tool.invoked or tool.authorized
+// holds under [audit] arguments = "full", as canonical JSON; larger ones
+// are recorded by their digest alone.
+const MaxArguments = 16 << 10
 
 // Reasons of an audit.segment event.
 const (
@@ -134,6 +145,28 @@ type Event struct {
 	Nearest      []GrantRef `json:"nearest,omitempty"`
 	RetryAfterMs *int64     `json:"retryAfterMs,omitempty"`
 
+	// A call's arguments (tool.invoked, tool.authorized), as [audit]
+	// arguments says: ArgumentsDigest is the SHA-256 (hex) of their
+	// canonical JSON (digest and full), Arguments that JSON itself (full,
+	// when it is at most MaxArguments bytes; Write drops a longer one).
+	// The canonical form makes the digest depend on the arguments' value
+	// alone, not on how a client encoded them; an approval's binding
+	// (ArgumentsSHA256, below) is of the very bytes executed, so it has a
+	// name of its own.
+	ArgumentsDigest string          `json:"argumentsDigest,omitempty" max:"64"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+
+	// turn.closed: how many calls the turn made (tools.invoke and
+	// turn.escalate). 0 marks a turn that only looked (claude mcp list,
+	// doctor, catalog), which audit --calls hides.
+	Calls *int `json:"calls,omitempty"`
+
+	// config.loaded: the config file ("" for the built-in default, and
+	// then no SHA256), and what changed by name (Changed, above, too).
+	Config  string   `json:"config,omitempty" max:"1024"`
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+
 	// Approvals: the approval a record is about (tool.approval.*, and a
 	// call's tool.authorized and tool.invoked when it ran, or was
 	// refused, under one), the SHA-256 of the arguments it binds, who may
@@ -180,6 +213,11 @@ const (
 	// the repair at open) accept. TestAuditLinesAreBounded checks that the
 	// writer's longest possible line fits with room to spare.
 	maxAuditLine = 1 << 20
+	// A list field keeps at most maxListItems items of at most
+	// maxListItem bytes each; the last item kept then says how many more
+	// there were.
+	maxListItems = 32
+	maxListItem  = 160
 )
 
 type boundedField struct {
@@ -209,7 +247,21 @@ var eventStrings = func() []boundedField {
 	return out
 }()
 
-// boundEvent cuts every string field of ev to its bound.
+// eventLists lists every []string field of Event.
+var eventLists = func() []int {
+	var out []int
+	t := reflect.TypeFor[Event]()
+	for i := range t.NumField() {
+		if t.Field(i).Type == reflect.TypeFor[[]string]() {
+			out = append(out, i)
+		}
+	}
+	return out
+}()
+
+// boundEvent cuts every string field of ev to its bound, every list to
+// maxListItems items of maxListItem bytes, and drops Arguments over
+// MaxArguments.
 func boundEvent(ev *Event) {
 	v := reflect.ValueOf(ev).Elem()
 	for _, f := range eventStrings {
@@ -218,6 +270,40 @@ func boundEvent(ev *Event) {
 			fv.SetString(clip.String(s, f.max))
 		}
 	}
+	for _, i := range eventLists {
+		if fv := v.Field(i); listOver(fv) {
+			fv.Set(reflect.ValueOf(boundList(fv.Interface().([]string))))
+		}
+	}
+	if len(ev.Arguments) > MaxArguments {
+		ev.Arguments = nil
+	}
+}
+
+// listOver reports whether the list l is over the bounds; it allocates
+// nothing, as it runs on every Write.
+func listOver(l reflect.Value) bool {
+	if l.Len() > maxListItems {
+		return true
+	}
+	for j := range l.Len() {
+		if l.Index(j).Len() > maxListItem {
+			return true
+		}
+	}
+	return false
+}
+
+// boundList is a copy of items within the bounds.
+func boundList(items []string) []string {
+	out := make([]string, 0, min(len(items), maxListItems))
+	for _, it := range items[:min(len(items), maxListItems)] {
+		out = append(out, clip.String(it, maxListItem))
+	}
+	if n := len(items) - len(out); n > 0 {
+		out[len(out)-1] = fmt.Sprintf("… and %d more", n+1)
+	}
+	return out
 }
 
 // Errors Open and Write return, wrapped with the path and cause.

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -285,21 +287,25 @@ func TestTheLongestLineFitsTheReaders(t *testing.T) {
 	a := openLog(t, path)
 	ev := testEvent(0)
 	v := reflect.ValueOf(&ev).Elem()
-	for i := range v.NumField() {
-		if v.Field(i).Kind() == reflect.String {
-			v.Field(i).SetString(strings.Repeat("\u202e", maxAuditField))
+	fill := func(s string) {
+		for i := range v.NumField() {
+			switch f := v.Field(i); {
+			case f.Kind() == reflect.String:
+				f.SetString(strings.Repeat(s, maxAuditField))
+			case f.Type() == reflect.TypeFor[[]string]():
+				f.Set(reflect.ValueOf(slices.Repeat([]string{strings.Repeat(s, maxListItem)}, maxListItems)))
+			}
 		}
+		ev.Arguments = json.RawMessage(`"` + strings.Repeat("\u2028", MaxArguments/len("\u2028")-1) + `"`)
 	}
+	fill("\u202e")
 	ev2 := ev
-	for i := range v.NumField() {
-		if v.Field(i).Kind() == reflect.String {
-			v.Field(i).SetString(strings.Repeat("\x01", maxAuditField))
-		}
-	}
+	fill("\x01")
 	if err := errors.Join(a.Write(ev), a.Write(ev2), a.Close()); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range logLines(t, path) {
+		t.Logf("%d bytes", len(l))
 		if len(l) > maxAuditLine/2 {
 			t.Errorf("a %d-byte line; the readers take %d", len(l), maxAuditLine)
 		}

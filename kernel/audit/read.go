@@ -429,3 +429,55 @@ func (o *CallOrder) Flush() error {
 	}
 	return nil
 }
+
+// CallsOnly passes on to next the events of turns that made a call, and
+// none of a turn that only looked (a health check: claude mcp list,
+// doctor, catalog: a turn with no call, its turn.closed says calls 0).
+// A turn's events are held until its first call (a tool.invoked or
+// tool.authorized, any event of a call, or turn.escalated) and dropped at
+// its turn.closed if none came; an open turn with no call yet shows
+// nothing. The kernel's own events (no executionId) and refused
+// connections always pass.
+type CallsOnly struct {
+	next   func(Event, []byte) error
+	held   map[string][]heldEvent // events of open turns with no call yet
+	called map[string]bool        // open turns that made a call
+}
+
+// NewCallsOnly returns a CallsOnly that passes events to next.
+func NewCallsOnly(next func(Event, []byte) error) *CallsOnly {
+	return &CallsOnly{next: next, held: map[string][]heldEvent{}, called: map[string]bool{}}
+}
+
+// Event takes the next event in file order; line is kept if it is held.
+func (c *CallsOnly) Event(e Event, line []byte) error {
+	id := e.ExecutionID
+	switch {
+	case id == "" || e.Event == EventTurnRefused:
+		return c.next(e, line)
+	case c.called[id]:
+		if e.Event == EventTurnClosed {
+			delete(c.called, id)
+		}
+		return c.next(e, line)
+	case e.CallID != "" || e.Seq > 0 || e.Event == EventTurnEscalated || e.Event == EventTurnClosed && e.Calls != nil && *e.Calls > 0:
+		// A turn.closed that counts calls none of whose records came
+		// (they could not be written) is a turn that acted, too.
+		held := c.held[id]
+		delete(c.held, id)
+		if e.Event != EventTurnClosed {
+			c.called[id] = true
+		}
+		for _, h := range held {
+			if err := c.next(h.e, h.line); err != nil {
+				return err
+			}
+		}
+		return c.next(e, line)
+	case e.Event == EventTurnClosed:
+		delete(c.held, id)
+		return nil
+	}
+	c.held[id] = append(c.held[id], heldEvent{e, bytes.Clone(line)})
+	return nil
+}

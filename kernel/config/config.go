@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -63,8 +65,19 @@ type Config struct {
 	// Server.AllowHardLinks.
 	AllowHardLinks bool
 
+	// Arguments is [audit] arguments: what the audit records of each
+	// call's arguments, one of the Arguments* values (ArgumentsDigest when
+	// the file says nothing).
+	Arguments string
+	// Telemetry is the [telemetry] table; nil when the file has none, and
+	// then nothing is exported, whatever the environment says.
+	Telemetry *Telemetry
+
 	// File is the config file the values came from; "" for Default.
 	File string
+	// SHA256 is the SHA-256 (hex) of the file's bytes as read; "" for
+	// Default. The audit's config.loaded records it.
+	SHA256 string
 	// Lines says where in File each value is, for messages.
 	Lines Lines
 }
@@ -76,6 +89,7 @@ type Lines struct {
 	Upstreams    []int // each [[upstream]] header, in order
 	Integrations []int // each [[integration]] header, in order
 	Secrets      []int // each [[secret]] header, in order
+	Telemetry    int   // the [telemetry] header
 }
 
 // Rules are the config's grants and hierarchy, as the policy decides on
@@ -195,6 +209,10 @@ type fileConfig struct {
 	Upstream    []upstream.Config `toml:"upstream"`
 	Integration []fileIntegration `toml:"integration"`
 	Secret      []secret.Config   `toml:"secret"`
+	Audit       struct {
+		Arguments string `toml:"arguments"`
+	} `toml:"audit"`
+	Telemetry *fileTelemetry `toml:"telemetry"`
 }
 
 type fileIntegration struct {
@@ -231,7 +249,8 @@ const MaxAskTimeout = 10 * time.Minute
 // beneath it) to every integration: the quickstart with no --config.
 func Default(root string) Config {
 	return Config{
-		Root: root,
+		Root:      root,
+		Arguments: ArgumentsDigest,
 		Grants: []policy.Grant{{
 			Subject:     policy.SubjectWildcard,
 			Resource:    policy.Resource{Namespace: "files", Path: "/"},
@@ -325,6 +344,7 @@ func Load(file string) (Config, error) {
 	if err != nil {
 		return Config{}, &Error{File: file, Err: fmt.Errorf("read config: %w", err)}
 	}
+	sum := sha256.Sum256(data)
 	base := filepath.Dir(file)
 	// An upstream runs in its cwd, taken from the file's directory; that
 	// must not depend on where the kernel is later started from.
@@ -336,6 +356,7 @@ func Load(file string) (Config, error) {
 	if err != nil {
 		return Config{}, &Error{File: file, Err: err}
 	}
+	c.SHA256 = hex.EncodeToString(sum[:])
 	var errs problems
 	for _, p := range []struct {
 		key string
@@ -421,6 +442,13 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 	if fc.OperatorUIDs != nil && len(fc.OperatorUIDs) == 0 {
 		errs.add(fmt.Errorf("%s: operator_uids is empty; remove it (the kernel's own uid and root are operators anyway)", name))
 	}
+	var err error
+	if c.Arguments, err = parseArguments(fc.Audit.Arguments); err != nil {
+		errs.add(fmt.Errorf("%s: %w", name, err))
+	}
+	if c.Telemetry, err = parseTelemetry(fc.Telemetry); err != nil {
+		errs.add(telemetryError(name, c.Lines, err))
+	}
 	if fc.AskTimeout != "" {
 		d, err := time.ParseDuration(fc.AskTimeout)
 		if err != nil || d <= 0 || d > MaxAskTimeout {
@@ -458,7 +486,7 @@ func parseConfig(name string, data []byte, base string) (Config, error) {
 			namespaces = c.Namespaces()
 		}
 	}
-	c.Secrets = parseSecrets(&errs, name, data, base, c.Lines, fc.Secret, fc.Upstream, c.Upstreams)
+	c.Secrets = parseSecrets(&errs, name, data, base, c.Lines, fc.Secret, fc.Upstream, c.Upstreams, c.Telemetry)
 	// The grants a hierarchy's parents may be named by: every grant with
 	// a subject, even one wrong otherwise, so that its problem is not
 	// said twice.
@@ -708,6 +736,9 @@ func configLines(data []byte) Lines {
 			if n.Kind == unstable.ArrayTable && key == "integration" {
 				l.Integrations = append(l.Integrations, line(n))
 			}
+			if n.Kind == unstable.Table && key == "telemetry" {
+				l.Telemetry = line(n)
+			}
 		case unstable.KeyValue:
 			if table+"."+key == "files.root" || (table == "" && key == "files.root") {
 				l.Root = line(n)
@@ -831,6 +862,14 @@ var wantValue = map[string]string{
 	"upstream.tool.name":       `a string, e.g. name = "read_graph"`,
 	"upstream.tool.action":     `one of "read", "list", "search", "write", "call"`,
 	"upstream.tool.resource":   `a string, e.g. resource = "/graph" or "/repos/{owner}/{repo}"`,
+	"audit":                    "a table: [audit]",
+	"audit.arguments":          `one of "digest", "full", "none"`,
+	"telemetry":                "a table: [telemetry]",
+	"telemetry.otlp_endpoint":  `a string, e.g. otlp_endpoint = "http://127.0.0.1:4318"`,
+	"telemetry.otlp_protocol":  `"http/protobuf" or "grpc"`,
+	"telemetry.headers":        `a table of strings, e.g. headers = { authorization = "Bearer {secret:otlp-token}" }`,
+	"telemetry.service_name":   `a string, e.g. service_name = "sharedos-kernel"`,
+	"telemetry.audit_logs":     "true or false",
 }
 
 // The patterns typeMessage reads go-toml's errors with, compiled at the

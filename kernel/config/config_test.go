@@ -1,7 +1,10 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharedos/sharedos-mcp/kernel/secret"
+	"github.com/sharedos/sharedos-mcp/kernel/upstream"
 	"github.com/sharedos/sharedos-mcp/policy"
 )
 
@@ -50,6 +55,14 @@ func TestParseConfigRefuses(t *testing.T) {
 			[]string{`c.toml:15: integration "l5": nested 5 deep (l5 -> l4 -> l3 -> l2 -> l1 -> l0); children may nest at most 4 deep`}},
 		{"an integration declared twice", "[[integration]]\nname = \"a\"\n[[integration]]\nname = \"a\"\n", []string{`c.toml:3: integration "a": declared twice`}},
 		{"a negative uid", "allow_uids = [-1]\n", []string{"c.toml:1:"}},
+		{"an unknown audit arguments mode", "[audit]\narguments = \"hashed\"\n", []string{`arguments = "hashed"`, `"digest"`, `"full"`, `"none"`}},
+		{"an endpoint that is not http", "[telemetry]\notlp_endpoint = \"127.0.0.1:4318\"\n", []string{"otlp_endpoint", "http://"}},
+		{"an endpoint with no host", "[telemetry]\notlp_endpoint = \"http:///v1\"\n", []string{"otlp_endpoint", "no host"}},
+		{"an unknown protocol", "[telemetry]\notlp_protocol = \"http/json\"\n", []string{`otlp_protocol = "http/json"`, `"grpc"`}},
+		{"an empty service name", "[telemetry]\nservice_name = \" \"\n", []string{"service_name is empty"}},
+		{"a header name that is not a token", "[telemetry]\nheaders = { \"x y\" = \"1\" }\n", []string{`"x y"`}},
+		{"an unknown telemetry key, by line", "[telemetry]\n\notlp_endpiont = \"http://h\"\n", []string{"c.toml:3:1", `"telemetry.otlp_endpiont"`}},
+		{"telemetry keys of the wrong type", "[telemetry]\naudit_logs = \"yes\"\n", []string{"c.toml:2:", "audit_logs", "true or false"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,8 +108,9 @@ actions = ["escalate"]
 				Actions: []string{"read", "list"}, Expires: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
 			{Subject: "integration:*", Resource: policy.Resource{Namespace: "sharedos", Path: "/escalate"}, Actions: []string{"escalate"}},
 		},
-		File:  "c.toml",
-		Lines: Lines{Root: 5, Grants: []int{7, 13}},
+		Arguments: ArgumentsDigest,
+		File:      "c.toml",
+		Lines:     Lines{Root: 5, Grants: []int{7, 13}},
 	}
 	if !c.Grants[0].Expires.Equal(want.Grants[0].Expires) {
 		t.Errorf("expires %v, want %v", c.Grants[0].Expires, want.Grants[0].Expires)
@@ -150,6 +164,140 @@ parent = "claude-code"
 	}
 	if !reflect.DeepEqual(c.Lines.Integrations, []int{20}) || c.IntegrationRef(0) != `c.toml:20: integration "claude-code.explorer"` {
 		t.Errorf("integration lines %v, ref %q", c.Lines.Integrations, c.IntegrationRef(0))
+	}
+}
+
+func TestTelemetryAndAuditTables(t *testing.T) {
+	doc := `[[secret]]
+name = "otlp_token"
+env = "OTLP_TOKEN"
+[audit]
+arguments = "full"
+[telemetry]
+otlp_endpoint = "https://collector.example:4318"
+otlp_protocol = "grpc"
+headers = { authorization = "Bearer {secret:otlp_token}", "x-team" = "a" }
+service_name = "kernel-7"
+audit_logs = true
+`
+	c, err := Parse("c.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Telemetry{
+		Endpoint: "https://collector.example:4318", Protocol: ProtocolGRPC, ServiceName: "kernel-7", AuditLogs: true,
+		Headers: map[string]string{"authorization": "Bearer {secret:otlp_token}", "x-team": "a"},
+	}
+	if !reflect.DeepEqual(c.Telemetry, want) || c.Arguments != ArgumentsFull {
+		t.Errorf("telemetry %+v, arguments %q\nwant %+v, %q", c.Telemetry, c.Arguments, want, ArgumentsFull)
+	}
+
+	c, err = Parse("c.toml", []byte("[telemetry]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Telemetry == nil || !reflect.DeepEqual(*c.Telemetry, Telemetry{}) || c.Arguments != ArgumentsDigest {
+		t.Errorf("an empty [telemetry] is %+v and arguments %q; want an empty table (the OTEL_* variables fill it) and digest", c.Telemetry, c.Arguments)
+	}
+	if c, _ := Parse("c.toml", nil); c.Telemetry != nil {
+		t.Errorf("no [telemetry] table gives %+v; want nil: nothing is exported", c.Telemetry)
+	}
+}
+
+func TestAnEndpointsCredentialIsNotQuotedBack(t *testing.T) {
+	_, err := Parse("c.toml", []byte("[telemetry]\notlp_endpoint = \"ftp://user:hunter2@host\"\n"))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error %v: want a refusal that does not quote the password", err)
+	}
+}
+
+func TestLoadRecordsTheFilesDigest(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "k.toml")
+	data := []byte("[files]\nroot = \"/srv\"\n")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if c.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("SHA256 %q, want the file's", c.SHA256)
+	}
+}
+
+func TestDiffNamesWhatChanged(t *testing.T) {
+	read := policy.Grant{Subject: "integration:claude-code", Resource: policy.Resource{Namespace: "files", Path: "/docs"}, Descendants: true, Actions: []string{"read", "list"}}
+	write := policy.Grant{Subject: "integration:*", Resource: policy.Resource{Namespace: "files", Path: "/tmp"}, Actions: []string{"write"},
+		Expires: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+	mem := upstream.Spec{Name: "memory", Command: []string{"mem"}, Env: map[string]string{"TOKEN": "s3cret"}}
+	git := upstream.Spec{Name: "git", Command: []string{"git-mcp"}}
+	first := Config{Grants: []policy.Grant{read}, Upstreams: []upstream.Spec{mem, git}, Arguments: ArgumentsDigest}
+
+	start := Diff(Config{}, first)
+	wantStart := Changes{Added: []string{
+		"grant integration:claude-code files:/docs and below: read, list", "upstream memory", "upstream git", "audit arguments digest",
+	}}
+	if !reflect.DeepEqual(start, wantStart) {
+		t.Errorf("at start\n%q\nwant\n%q", start, wantStart)
+	}
+
+	changedMem := mem
+	changedMem.Env = map[string]string{"TOKEN": "0ther"}
+	next := Config{Grants: []policy.Grant{write}, Upstreams: []upstream.Spec{changedMem}, Arguments: ArgumentsNone, Telemetry: &Telemetry{AuditLogs: true}}
+	got := Diff(first, next)
+	want := Changes{
+		Added:   []string{"grant integration:* files:/tmp: write until 2027-01-01T00:00:00Z", "telemetry"},
+		Removed: []string{"grant integration:claude-code files:/docs and below: read, list", "upstream git"},
+		Changed: []string{"upstream memory", "audit arguments none"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("on reload\n%q\nwant\n%q", got, want)
+	}
+	if strings.Contains(fmt.Sprint(got), "s3cret") || strings.Contains(fmt.Sprint(got), "0ther") {
+		t.Error("the changes show an upstream's env")
+	}
+	if d := Diff(next, next); d.Added != nil || d.Removed != nil || d.Changed != nil {
+		t.Errorf("the same config changes %q", d)
+	}
+
+	limited := read
+	limited.Limit, limited.TurnLimit, limited.Ask, limited.AskTTL = policy.Limit{N: 100, Window: time.Hour}, 20, policy.AskHarness, 10*time.Minute
+	child := policy.Integration{Name: "claude-code.explorer", Parent: "claude-code"}
+	moved := policy.Integration{Name: "claude-code.explorer", Parent: "codex"}
+	got = Diff(Config{Grants: []policy.Grant{read}, Integrations: []policy.Integration{child}}, Config{Grants: []policy.Grant{limited}, Integrations: []policy.Integration{moved}})
+	want = Changes{
+		Added:   []string{"grant integration:claude-code files:/docs and below: read, list, limit 100/1h, turn_limit 20, ask harness for 10m0s"},
+		Removed: []string{"grant integration:claude-code files:/docs and below: read, list"},
+		Changed: []string{"integration claude-code.explorer, child of codex"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("a grant's budget and a child's parent\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestDiffNamesSecretsNotTheirSources: a secret is added, removed or
+// changed (its source) by name; where it is read from is not on the
+// record, and its value is not in a config at all.
+func TestDiffNamesSecretsNotTheirSources(t *testing.T) {
+	token := secret.Spec{Name: "github-token", Kind: secret.KindEnv, Env: "GITHUB_TOKEN"}
+	old := secret.Spec{Name: "old-token", Kind: secret.KindFile, File: "/home/me/old-token"}
+	moved := token
+	moved.Env = "GH_TOKEN_ROTATED"
+	added := secret.Spec{Name: "otlp", Kind: secret.KindCommand, Command: []string{"pass", "show", "otlp"}}
+	got := Diff(Config{Secrets: []secret.Spec{token, old}}, Config{Secrets: []secret.Spec{moved, added}})
+	want := Changes{Added: []string{"secret otlp"}, Removed: []string{"secret old-token"}, Changed: []string{"secret github-token"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	for _, source := range []string{"GITHUB_TOKEN", "GH_TOKEN_ROTATED", "/home/me", "pass show"} {
+		if strings.Contains(fmt.Sprint(got), source) {
+			t.Errorf("the changes show a secret's source %q: %q", source, got)
+		}
+	}
+	if d := Diff(Config{Secrets: []secret.Spec{token}}, Config{Secrets: []secret.Spec{token}}); d.Added != nil || d.Removed != nil || d.Changed != nil {
+		t.Errorf("the same secrets change %q", d)
 	}
 }
 

@@ -11,12 +11,13 @@ import (
 )
 
 // parseSecrets checks the [[secret]] tables, adding their problems to
-// errs, and that every {secret:NAME} of a well-formed upstream names one
-// of them (specs, parsed from ups). Nothing is read or run: the kernel
+// errs, and that every {secret:NAME} of a well-formed upstream (specs,
+// parsed from ups) and of [telemetry]'s headers (tel, nil when it has
+// none or is wrong) names one of them. Nothing is read or run: the kernel
 // loads the values when it starts (secret.Load), kernel check checks them
 // (secret.Check). A relative file is taken from base, the config file's
 // directory, and ~/ from the home directory.
-func parseSecrets(errs *problems, name string, data []byte, base string, lines Lines, cfgs []secret.Config, ups []upstream.Config, specs []upstream.Spec) []secret.Spec {
+func parseSecrets(errs *problems, name string, data []byte, base string, lines Lines, cfgs []secret.Config, ups []upstream.Config, specs []upstream.Spec, tel *Telemetry) []secret.Spec {
 	home, _ := os.UserHomeDir()
 	secrets, err := secret.Parse(cfgs, base, home)
 	if err != nil {
@@ -42,24 +43,44 @@ func parseSecrets(errs *problems, name string, data []byte, base string, lines L
 			}
 		}
 	}
+	for _, ref := range tel.secretRefs() {
+		if !slices.Contains(known, ref.secret) {
+			errs.add(telemetryError(name, lines, fmt.Errorf("[telemetry] headers: %s: %w", ref.header,
+				&secret.RefError{Name: ref.secret, Err: secret.ErrUnknownSecret})))
+		}
+	}
 	if len(secrets) == 0 {
 		return nil
 	}
 	return secrets
 }
 
-// SecretUsers returns, for each secret of the config, the upstreams
-// whose config refers to it, by name: what kernel check shows beside
-// each secret.
+// telemetryError places a problem of [telemetry] at the table's line.
+func telemetryError(name string, lines Lines, err error) error {
+	if lines.Telemetry > 0 {
+		return fmt.Errorf("%s:%d: %w", name, lines.Telemetry, err)
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// SecretUsers returns, for each secret of the config, what refers to
+// it: the upstreams by name, then "[telemetry]" for its headers. It is
+// what kernel check shows beside each secret.
 func (c Config) SecretUsers() map[string][]string {
 	users := map[string][]string{}
+	use := func(secret, user string) {
+		if !slices.Contains(users[secret], user) {
+			users[secret] = append(users[secret], user)
+		}
+	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		for _, ref := range u.SecretRefs() {
-			if !slices.Contains(users[ref.Name], u.Name) {
-				users[ref.Name] = append(users[ref.Name], u.Name)
-			}
+			use(ref.Name, u.Name)
 		}
+	}
+	for _, ref := range c.Telemetry.secretRefs() {
+		use(ref.secret, "[telemetry]")
 	}
 	return users
 }

@@ -49,6 +49,10 @@ client_secret = "{secret:linear-client}"
 name = "memory"
 command = ["server-memory"]
 env = { TOKEN = "{secret:memory}", ALSO = "{secret:github-token}" }
+
+[telemetry]
+otlp_endpoint = "https://otlp.example"
+headers = { authorization = "Bearer {secret:github-token}", x-team = "{secret:memory}-{secret:memory}" }
 `
 	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
@@ -70,7 +74,7 @@ env = { TOKEN = "{secret:memory}", ALSO = "{secret:github-token}" }
 		t.Errorf("ca_file = %q, want ~ expanded", got)
 	}
 	users := c.SecretUsers()
-	wantUsers := map[string][]string{"github-token": {"github", "memory"}, "linear-client": {"linear"}, "memory": {"memory"}}
+	wantUsers := map[string][]string{"github-token": {"github", "memory", "[telemetry]"}, "linear-client": {"linear"}, "memory": {"memory", "[telemetry]"}}
 	if !reflect.DeepEqual(users, wantUsers) {
 		t.Errorf("SecretUsers = %v, want %v", users, wantUsers)
 	}
@@ -85,6 +89,10 @@ func TestSecretProblemsNameTheirLine(t *testing.T) {
 			`c.toml:7:1: upstream #1 env: {secret:b-token}: no [[secret]] has this name`},
 		{"a client secret naming no secret", up + "auth = \"oauth\"\nclient_id = \"c\"\nclient_secret = \"{secret:cs}\"\n",
 			`c.toml:6:1: upstream #1 client_secret: {secret:cs}: no [[secret]] has this name`},
+		{"a telemetry header naming no secret", "[[secret]]\nname = \"a-token\"\nenv = \"A\"\n\n[telemetry]\nheaders = { authorization = \"Bearer {secret:a-token} {secret:otlp}\" }\n",
+			`c.toml:5: [telemetry] headers: authorization: {secret:otlp}: no [[secret]] has this name`},
+		{"a telemetry header with a malformed reference", "[telemetry]\nheaders = { authorization = \"Bearer {secret:two words}\" }\n",
+			`c.toml:1: [telemetry] headers: authorization: a reference is {secret:NAME}`},
 		{"a secret with two sources", up + "\n[[secret]]\nname = \"t\"\nenv = \"T\"\nfile = \"/t\"\n",
 			`c.toml:5: secret #1: a secret takes exactly one of file, command or env, not several`},
 		{"a secret named twice", "[[secret]]\nname = \"t\"\nenv = \"T\"\n[[secret]]\nname = \"t\"\nenv = \"U\"\n",

@@ -70,8 +70,8 @@ func Refs(text string) ([]string, error) {
 
 // Expand replaces every {secret:NAME} in text with that secret's value. A
 // name the set does not hold, or a malformed reference, is a *RefError
-// naming it. The kernel expands an upstream's env and headers values with
-// it, and nothing else.
+// naming it. The kernel expands an upstream's env and headers values and
+// [telemetry]'s headers with it, and nothing else.
 func (s *Set) Expand(text string) (string, error) {
 	if !strings.Contains(text, refPrefix) {
 		return text, nil

@@ -1,9 +1,10 @@
 // Package secret holds the credentials the reference kernel keeps for its
-// upstreams: the [[secret]] tables of its config, each a name and exactly
-// one source (a private file, a command's output, or a variable of the
-// kernel's own environment). It puts them where a config names them
-// ({secret:NAME}, which the kernel expands in an upstream's env and
-// headers values only) and keeps them out of every output (Redactor).
+// upstreams and its telemetry: the [[secret]] tables of its config, each
+// a name and exactly one source (a private file, a command's output, or a
+// variable of the kernel's own environment). It puts them where a config
+// names them ({secret:NAME}, which the kernel expands in an upstream's env
+// and headers values and in [telemetry]'s headers only) and keeps them out
+// of every output (Redactor).
 //
 // A secret's value never appears in an error of this package: errors name
 // the secret and its source (a path, a program, a variable name), never

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -65,6 +66,16 @@ type ProgressFunc func(progress, total float64, message string)
 
 var errCallTimeout = errors.New("call timeout")
 
+type metaKey struct{}
+
+// WithMeta returns ctx carrying meta, which a Call made in it sends the
+// upstream as its params._meta (beside the progress token): the trace
+// context of the kernel's span, traceparent and tracestate, as the MCP
+// semantic conventions carry it. meta is not changed.
+func WithMeta(ctx context.Context, meta map[string]any) context.Context {
+	return context.WithValue(ctx, metaKey{}, meta)
+}
+
 // Call calls t, from a snapshot, with the arguments t.Resolve produced,
 // the ones whose resource the caller authorized, and returns its result
 // or a *CallError. The call is bounded by the upstream's call_timeout; ending
@@ -112,6 +123,9 @@ func (s *session) call(ctx context.Context, t *Tool, args Forward, progress Prog
 	stop := context.AfterFunc(s.ctx, cancel) // a session that stops ends its calls
 	defer stop()
 	params := &mcp.CallToolParams{Name: t.UpstreamTool, Arguments: args.raw}
+	if meta, ok := ctx.Value(metaKey{}).(map[string]any); ok && len(meta) > 0 {
+		params.Meta = maps.Clone(meta)
+	}
 	if progress != nil {
 		token := s.addProgress(progress)
 		defer s.removeProgress(token)

@@ -242,6 +242,10 @@ func run(o options, out io.Writer) error {
 		if rep.micro, err = microBenchmarks(); err != nil {
 			return err
 		}
+		progress("running the telemetry benchmark")
+		if rep.telemetry, err = telemetryBenchmark(); err != nil {
+			return err
+		}
 	}
 	rep.loadEnd = host.LoadAvg()
 	if o.keep != "" {
@@ -466,6 +470,22 @@ func (k *kernelProc) stop() {
 // strings as it arrives, framing, projection and hashing, one relayed
 // call, the first tools/list of 512 tools.
 var microPackages = []string{"./internal/jsonlex", "./internal/jsonrpc", "./hashing", "./shim", "./bench/internal/synth"}
+
+// telemetryCommand measures what the kernel's OpenTelemetry export adds
+// to a call.
+const telemetryCommand = "go test -run '^$' -bench CallWithTelemetry -benchmem -count 7 ./kernel"
+
+// telemetryBenchmark runs telemetryCommand and returns its output.
+func telemetryBenchmark() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	args := strings.Fields(strings.ReplaceAll(telemetryCommand, "'^$'", "^$"))
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w\n%s", telemetryCommand, err, out)
+	}
+	return string(out), nil
+}
 
 // microBenchmarks runs the hot-path benchmarks and returns their output.
 func microBenchmarks() (string, error) {

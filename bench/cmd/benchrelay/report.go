@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -19,6 +21,7 @@ type report struct {
 	loadEnd   string
 	kept      string // other commands' marked sections, written after the document's own
 	micro     string
+	telemetry string // BenchmarkCallWithTelemetry's output
 	spawns    []spawnFloor
 	fault     time.Duration // first touch of a page of fresh memory
 	decode    time.Duration // the reference kernel decoding a targetPayload argument
@@ -632,6 +635,9 @@ The machine is shared with other engineers' builds and tests (see the load avera
 		"go test -run '^$' -bench ReferenceKernel -cpuprofile cpu.out ./bench/internal/synth    # the reference kernel's decoding",
 		"",
 	}, "\n"))
+	if r.telemetry != "" {
+		fmt.Fprintf(w, "\n## Telemetry's cost\n\n%s\n`%s`:\n\n```\n%s```\n", telemetrySummary(r.telemetry), telemetryCommand, r.telemetry)
+	}
 	if r.micro != "" {
 		fmt.Fprintf(w, "\n## Micro-benchmarks\n\n`go test -run '^$' -bench . -benchmem -count 5 %s`:\n\n```\n%s```\n", strings.Join(microPackages, " "), r.micro)
 	}
@@ -639,6 +645,41 @@ The machine is shared with other engineers' builds and tests (see the load avera
 		fmt.Fprintf(w, "\n%s", r.kept)
 	}
 	return nil
+}
+
+// telemetrySummary says, from BenchmarkCallWithTelemetry's output, what
+// export adds to a call through the reference kernel: the median of each
+// variant's runs, and the difference to off.
+func telemetrySummary(out string) string {
+	runs := map[string][]float64{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkCallWithTelemetry/") || f[3] != "ns/op" {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "BenchmarkCallWithTelemetry/")
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			name = name[:i] // the GOMAXPROCS suffix
+		}
+		if ns, err := strconv.ParseFloat(f[2], 64); err == nil {
+			runs[name] = append(runs[name], ns)
+		}
+	}
+	med := func(name string) float64 {
+		v := slices.Clone(runs[name])
+		slices.Sort(v)
+		if len(v) == 0 {
+			return 0
+		}
+		return v[len(v)/2]
+	}
+	off := med("off")
+	return fmt.Sprintf("A files.read through the reference kernel, sequential (BenchmarkCallWithTelemetry; median of the runs): "+
+		"**%.1f µs** without [telemetry]; **%.1f µs** (%+.1f µs) exporting a span and the metrics of each call; "+
+		"**%.1f µs** (%+.1f µs) with every audit line exported as a log record too (audit_logs). "+
+		"Export runs beside the call, on the machine's other core; what it adds is mostly that work competing for the cores, "+
+		"and without [telemetry] a call allocates nothing for it (kernel.TestTelemetryOffCostsACallNothing).\n",
+		off/1e3, med("traces-metrics")/1e3, (med("traces-metrics")-off)/1e3, med("traces-metrics-audit")/1e3, (med("traces-metrics-audit")-off)/1e3)
 }
 
 // markedSections returns each section of text that runs from a line

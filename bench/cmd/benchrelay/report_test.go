@@ -198,6 +198,23 @@ func TestAFailedRunIsSaid(t *testing.T) {
 	}
 }
 
+func TestTelemetrySummaryTakesEachVariantsMedian(t *testing.T) {
+	out := `goos: linux
+BenchmarkCallWithTelemetry/off-2         	   13723	     80000 ns/op	    7398 B/op	      95 allocs/op
+BenchmarkCallWithTelemetry/off-2         	   12412	     90000 ns/op	    7394 B/op	      94 allocs/op
+BenchmarkCallWithTelemetry/off-2         	   10000	    500000 ns/op	    7394 B/op	      94 allocs/op
+BenchmarkCallWithTelemetry/traces-metrics-2         	   10000	    100000 ns/op	   15483 B/op	     158 allocs/op
+BenchmarkCallWithTelemetry/traces-metrics-audit-2   	    9249	    150000 ns/op	   29745 B/op	     258 allocs/op
+PASS
+`
+	got := telemetrySummary(out)
+	for _, want := range []string{"**90.0 µs** without [telemetry]", "**100.0 µs** (+10.0 µs)", "**150.0 µs** (+60.0 µs)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q does not say %q", got, want)
+		}
+	}
+}
+
 // TestMarkedSectionsKeepsOtherCommandsSections: a rerun of make
 // bench-relay keeps what benchremote wrote into BENCHMARKS.md, once, and
 // nothing else of the old file.
