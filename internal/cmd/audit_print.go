@@ -161,7 +161,7 @@ func statusCell(e audit.Event) string {
 		return approvalEventStatus(e.Event, e.ApprovalID, e.Ask, e.By, e.Expires, e.Peer.UID)
 	case audit.EventTurnClosed:
 		if e.Calls != nil {
-			return fmt.Sprintf("%d call(s)", *e.Calls)
+			return cli.Count(*e.Calls, "call", "calls")
 		}
 	case audit.EventConfigLoaded:
 		return configCell(e)

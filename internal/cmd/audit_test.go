@@ -380,7 +380,7 @@ func TestAuditCallsHidesTurnsThatOnlyLooked(t *testing.T) {
 		{Time: "2026-01-01T00:00:05Z", Event: audit.EventTurnClosed, ExecutionID: "exe_act", Integration: "claude-code", Calls: &one},
 	})
 	code, stdout, stderr := runCLI(t, "audit", "--file", path, "--calls")
-	if code != 0 || strings.Contains(stdout, "exe_look") || !strings.Contains(stdout, "exe_act") || !strings.Contains(stdout, "config.loaded") || !strings.Contains(stdout, "1 call(s)") {
+	if code != 0 || strings.Contains(stdout, "exe_look") || !strings.Contains(stdout, "exe_act") || !strings.Contains(stdout, "config.loaded") || !strings.Contains(stdout, "1 call\n") {
 		t.Errorf("audit --calls: exit %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "audit", "--file", path, "--calls", "--json")
