@@ -225,7 +225,7 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 			}
 			// EMFILE and kin: wait a little rather than spin.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.Log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			s.Log.Warn().Err(err).Dur("retry_in_ms", backoff).Msg("accept failed")
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():

@@ -780,7 +780,7 @@ func (t *turn) answer(id json.RawMessage, p invokeParams, c call, seq int64, sta
 	// as the record, without what the arguments held.
 	t.s.Log.Info().Str("integration", t.name).Str("executionId", t.execID).Int64("seq", seq).
 		Str("tool", clip.String(p.Tool, 128)).Str("resource", c.resource).Str("decision", r.Status).Str("code", r.Code).
-		Dur("took", took).Msg("call")
+		Dur("took_ms", took).Msg("call")
 	t.writeResult(id, r)
 }
 

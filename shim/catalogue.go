@@ -83,7 +83,7 @@ func (s *server) fetchCatalogue(ctx context.Context) {
 	case ctx.Err() != nil:
 		err = ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
-		s.cfg.Log.Warn().Dur("callTimeout", s.cfg.CallTimeout).Msg("the kernel did not send the catalogue within the call timeout")
+		s.cfg.Log.Warn().Dur("callTimeout_ms", s.cfg.CallTimeout).Msg("the kernel did not send the catalogue within the call timeout")
 		err = errFetchTimeout
 	default:
 		s.cfg.Log.Error().Err(err).Msg("the catalogue cannot be served")

@@ -32,7 +32,7 @@ type LogOptions struct {
 // records and the lines it reports to a person (that it listens, what it
 // allows, a warning), in one format in one place, stderr or --log-file.
 // In the human format a record is a line like the rest
-// ("sharedos-mcp: warning: accept failed: … (retry_in=5ms)"); in JSON
+// ("sharedos-mcp: warning: accept failed: … (retry_in_ms=5)"); in JSON
 // every reported line is a record too.
 type Log struct {
 	zerolog.Logger

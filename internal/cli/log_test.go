@@ -21,12 +21,12 @@ func TestHumanLogIsOneLinePerRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	lg.Info().Str("upstream", "memory").Int("pid", 42).Msg("upstream ready")
-	lg.Warn().Err(errors.New("too many open files")).Dur("retry_in", 5e6).Msg("accept failed")
+	lg.Warn().Err(errors.New("too many open files")).Dur("retry_in_ms", 5e6).Msg("accept failed")
 	lg.Info().Str("line", "\x1b[31mred\nnext").Msg("upstream stderr")
 	lg.Debug().Msg("not at info")
 	fmt.Fprintf(lg.Report, "prog: kernel listening on /s\n")
 	want := "prog: upstream ready (pid=42 upstream=memory)\n" +
-		"prog: warning: accept failed: too many open files (retry_in=5)\n" +
+		"prog: warning: accept failed: too many open files (retry_in_ms=5)\n" +
 		"prog: upstream stderr (line=\"\\x1b[31mred\\nnext\")\n" +
 		"prog: kernel listening on /s\n"
 	if out.String() != want {

@@ -193,7 +193,7 @@ func (s *auditStream) round(ctx context.Context) error {
 			return err
 		}
 		if s.failing {
-			s.o.log.Warn().Dur("down_for", time.Since(s.failedAt)).Msg("audit stream delivered again; what it missed has been sent")
+			s.o.log.Warn().Dur("down_for_ms", time.Since(s.failedAt)).Msg("audit stream delivered again; what it missed has been sent")
 			s.failing = false
 		}
 		s.retry = 0
