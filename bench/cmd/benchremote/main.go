@@ -313,33 +313,16 @@ func measureServer(o options, work, bin string, s *server) (*measured, error) {
 	}
 	state := filepath.Join(dir, "state")
 	config := filepath.Join(dir, "kernel.toml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(`state_dir = %q
-[[upstream]]
-name = "remote"
-url = %q
-[[upstream.tool]]
-name = "echo"
-action = "read"
-resource = "/echo"
-[[grant]]
-subject = "integration:bench"
-resource = "remote:/echo"
-actions = ["read"]
-
-# The same server's echo as a tool with an effect: its decision is synced
-# to disk before the server is called.
-[[upstream]]
-name = "remotew"
-url = %[2]q
-[[upstream.tool]]
-name = "echo"
-action = "write"
-resource = "/echo"
-[[grant]]
-subject = "integration:bench"
-resource = "remotew:/echo"
-actions = ["write"]
-`, state, url(port))), 0o600); err != nil {
+	// echo, granted to the bench integration, as upstream name's tool
+	// with that action.
+	echo := func(name, action string) string {
+		return fmt.Sprintf("[[upstream]]\nname = %q\nurl = %q\n[[upstream.tool]]\nname = \"echo\"\naction = %q\nresource = \"/echo\"\n"+
+			"[[grant]]\nsubject = \"integration:bench\"\nresource = \"%s:/echo\"\nactions = [%q]\n", name, url(port), action, name, action)
+	}
+	// remotew is the same server's echo as a tool with an effect: its
+	// decision is synced to disk before the server is called.
+	toml := fmt.Sprintf("state_dir = %q\n", state) + echo("remote", "read") + echo("remotew", "write")
+	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(dir, "k.sock")
