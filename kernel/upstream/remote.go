@@ -173,8 +173,10 @@ type boundedAnswers struct {
 func (b *boundedAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 	d, _ := req.Context().Value(deliveryKey{}).(*delivery)
 	mine := d.first(req)
+	req, x := detach(req)
 	resp, err := b.base.RoundTrip(req)
 	if err != nil {
+		x.release()
 		return nil, err
 	}
 	if mine {
@@ -183,12 +185,14 @@ func (b *boundedAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream" && resp.StatusCode/100 == 2:
-		resp.Body = &eventBound{r: bufio.NewReader(resp.Body), c: resp.Body, max: b.max, d: d}
+		body := x.body(resp.Body, req.Method == http.MethodPost)
+		resp.Body = &eventBound{r: bufio.NewReader(body), c: body, max: b.max, d: d}
 	case mt == "application/json" && resp.StatusCode/100 == 2:
 		// Read here, where an error fails only this request: the SDK
 		// would end the whole connection on a body it could not read.
 		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.max)+1))
 		resp.Body.Close()
+		x.release()
 		if err != nil {
 			return nil, err
 		}
@@ -198,12 +202,87 @@ func (b *boundedAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 	default:
+		body := x.body(resp.Body, false)
 		resp.Body = struct {
 			io.Reader
 			io.Closer
-		}{io.LimitReader(resp.Body, maxErrorBody), resp.Body}
+		}{io.LimitReader(body, maxErrorBody), body}
 	}
 	return resp, nil
+}
+
+// answerDrain is how long the rest of the event stream that answered a
+// call may still be read once the call has ended. The SDK hands a call its
+// answer as soon as the answer's event is read, and reads what follows
+// (the stream's end, as a rule already on its way) on a goroutine of its
+// own; the caller then ends the call's context. An HTTP/1.1 request cut
+// before its body has ended loses its connection, so cutting it at once
+// would cost most calls a new connection to the server.
+const answerDrain = time.Second
+
+// exchange ties one HTTP request to the context of whoever made it.
+type exchange struct {
+	parent context.Context
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	stop   func() bool // unregisters what the parent's end does now
+	done   bool        // the answer was read or closed: nothing is left to cut
+}
+
+// detach returns req under a context of its own, which the end of req's
+// context cuts at once (until body says otherwise) and release lets go
+// of.
+func detach(req *http.Request) (*http.Request, *exchange) {
+	x := &exchange{parent: req.Context()}
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(x.parent))
+	x.cancel = cancel
+	x.stop = context.AfterFunc(x.parent, x.cut)
+	return req.WithContext(ctx), x
+}
+
+func (x *exchange) cut() { x.cancel(context.Cause(x.parent)) }
+
+// release ends the exchange once its answer is read or abandoned, and
+// unregisters it from the parent, which may live as long as the session.
+func (x *exchange) release() {
+	x.mu.Lock()
+	x.done = true
+	x.stop()
+	x.mu.Unlock()
+	x.cancel(nil)
+}
+
+// body returns b, the answer's body, such that closing it releases the
+// exchange. With drain, b is the event stream answering a call, and from
+// now on the end of the call's context cuts the request only answerDrain
+// later, unless the body is closed before: a stream that ends by itself
+// keeps its connection, and one that does not is still cut, a little
+// later. Nobody waits on it: the SDK reads the stream on its own
+// goroutine, and the call has its answer, or its cancellation, already.
+func (x *exchange) body(b io.ReadCloser, drain bool) io.ReadCloser {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if drain && x.stop() {
+		x.stop = context.AfterFunc(x.parent, func() {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			if !x.done {
+				x.stop = time.AfterFunc(answerDrain, x.cut).Stop
+			}
+		})
+	}
+	return &exchangeBody{ReadCloser: b, x: x}
+}
+
+type exchangeBody struct {
+	io.ReadCloser
+	x *exchange
+}
+
+func (b *exchangeBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.x.release()
+	return err
 }
 
 // eventBound reads a server-sent event stream and fails it, with

@@ -3,7 +3,11 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -520,5 +524,196 @@ func TestEventBound(t *testing.T) {
 	e := &eventBound{r: bufioReader("data: " + strings.Repeat("a", 100) + "\n\n"), c: nopCloser{}, max: 60, d: d}
 	if _, err := readAll(e); !errors.Is(err, errAnswerTooLarge) || !d.wasTooLarge() {
 		t.Errorf("an event over the bound: %v", err)
+	}
+}
+
+// heldServer is a Streamable HTTP MCP server with echo whose event
+// streams, once hold is set, end only when the test says so: the answer
+// is sent, and the stream's end waits. It counts the connections clients
+// open to it.
+type heldServer struct {
+	URL   string
+	hold  atomic.Bool
+	held  chan chan struct{} // each held stream's release, as it starts waiting
+	cut   chan struct{}      // receives for each held stream its client cut
+	conns atomic.Int64
+}
+
+func newHeldServer(t *testing.T) *heldServer {
+	t.Helper()
+	s := &heldServer{held: make(chan chan struct{}, 1), cut: make(chan struct{}, 1)}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "held", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo the text back."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if r.Method != http.MethodPost || !s.hold.Load() || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+			return
+		}
+		release := make(chan struct{})
+		select {
+		case s.held <- release:
+		case <-r.Context().Done():
+			return
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			select {
+			case s.cut <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	s.URL = hs.URL + "/mcp"
+	return s
+}
+
+// release lets the stream the server holds now end.
+func (s *heldServer) release(t *testing.T) {
+	t.Helper()
+	select {
+	case r := <-s.held:
+		close(r)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no stream was held")
+	}
+}
+
+// The kernel ends a call's context as soon as the call has its answer,
+// while the SDK still reads the end of the answer's event stream: a
+// request cut then would lose its HTTP/1.1 connection, and the next call
+// would pay a new one.
+func TestACallKeepsItsConnectionWhenItsStreamEndsAfterTheAnswer(t *testing.T) {
+	srv := newHeldServer(t)
+	r := wrapRemote(t, mustConnect(t, RemoteOptions{URL: srv.URL}), RemoteOptions{URL: srv.URL})
+	srv.hold.Store(true)
+	before := srv.conns.Load()
+	const calls = 10
+	for i := range calls {
+		ctx, cancel := context.WithCancel(t.Context())
+		got, _, err := callEcho(ctx, r, fmt.Sprint(i), nil)
+		cancel()
+		if err != nil || got != fmt.Sprint(i) {
+			t.Fatalf("call %d = %q, %v", i, got, err)
+		}
+		srv.release(t)
+	}
+	// With every stream's end read, the calls share one connection; one
+	// more may be dialled while the last stream was still ending.
+	if n := srv.conns.Load() - before; n > calls/2 {
+		t.Errorf("%d calls opened %d connections", calls, n)
+	}
+}
+
+// A stream that goes on after the call's answer, and after the call, is
+// still cut, answerDrain later: nothing waits on it, and nothing is left
+// behind.
+func TestAStreamThatDoesNotEndAfterTheCallIsStillCut(t *testing.T) {
+	srv := newHeldServer(t)
+	r := wrapRemote(t, mustConnect(t, RemoteOptions{URL: srv.URL}), RemoteOptions{URL: srv.URL})
+	srv.hold.Store(true)
+	ctx, cancel := context.WithCancel(t.Context())
+	if got, _, err := callEcho(ctx, r, "once", nil); err != nil || got != "once" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	cancel()
+	ended := time.Now()
+	select {
+	case <-srv.held: // never released
+	case <-time.After(10 * time.Second):
+		t.Fatal("no stream was held")
+	}
+	select {
+	case <-srv.cut:
+	case <-time.After(answerDrain + 10*time.Second):
+		t.Fatalf("the stream was not cut %v after its call ended", time.Since(ended))
+	}
+}
+
+// registrations is a context, never done, that counts the functions
+// registered to run at its end (context.AfterFunc, and what propagates
+// cancellation to a child) that are still registered.
+type registrations struct {
+	live atomic.Int64
+}
+
+var never = make(chan struct{})
+
+func (*registrations) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*registrations) Done() <-chan struct{}       { return never }
+func (*registrations) Err() error                  { return nil }
+func (*registrations) Value(any) any               { return nil }
+
+func (c *registrations) AfterFunc(func()) func() bool {
+	c.live.Add(1)
+	var once sync.Once
+	return func() bool {
+		stopped := false
+		once.Do(func() {
+			c.live.Add(-1)
+			stopped = true
+		})
+		return stopped
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A request lets go of its caller's context once its answer is read or
+// closed: the context of a session, which lives for days, does not
+// collect one registration per request it made.
+func TestAnExchangeLetsGoOfItsCallersContext(t *testing.T) {
+	answer := func(status int, contentType, body string) roundTripFunc {
+		return func(*http.Request) (*http.Response, error) {
+			h := http.Header{}
+			if contentType != "" {
+				h.Set("Content-Type", contentType)
+			}
+			return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body))}, nil
+		}
+	}
+	tests := []struct {
+		name   string
+		method string
+		base   roundTripFunc
+	}{
+		{"a call answered with a stream", http.MethodPost, answer(200, "text/event-stream", "data: {}\n\n")},
+		{"the session's own stream", http.MethodGet, answer(200, "text/event-stream", "data: {}\n\n")},
+		{"a call answered with JSON", http.MethodPost, answer(200, "application/json", "{}")},
+		{"a notification accepted", http.MethodPost, answer(202, "", "")},
+		{"an error page", http.MethodPost, answer(500, "text/html", "<p>no</p>")},
+		{"no answer", http.MethodPost, func(*http.Request) (*http.Response, error) { return nil, errors.New("refused") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := &registrations{}
+			req, err := http.NewRequestWithContext(ctx, tt.method, "http://127.0.0.1/mcp", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := (&boundedAnswers{base: tt.base, max: 1 << 20}).RoundTrip(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			if n := ctx.live.Load(); n != 0 {
+				t.Errorf("%d registrations on the caller's context remain", n)
+			}
+		})
 	}
 }

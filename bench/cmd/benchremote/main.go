@@ -3,7 +3,10 @@
 // sharedos-mcp serve and the reference kernel to a Streamable HTTP MCP
 // server on loopback, against the same client calling the same server
 // directly (the floor), and, when -thv names ToolHive's thv, through
-// `thv proxy` fronting the same server, all in one run, interleaved.
+// `thv proxy` fronting the same server, all in one run, interleaved. Four
+// more clients take the brokered call apart: three speak the kernel's
+// socket protocol themselves (a read, a call with an effect, a ping), one
+// speaks MCP to serve's stdio without an MCP client.
 //
 // Two servers are measured: the Go SDK's streamable server (this program,
 // run again with -serve-go) and the npm reference server-everything in
@@ -21,7 +24,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -111,11 +116,38 @@ type server struct {
 
 func url(port int) string { return fmt.Sprintf("http://127.0.0.1:%d/mcp", port) }
 
-// peer is one way the client reaches the server.
+// peer is one way the client reaches the server: call makes one call of
+// its echo, close ends the session.
 type peer struct {
-	name string
-	tool string // the echo tool's name as this peer publishes it
-	cs   *mcp.ClientSession
+	name  string
+	call  func(ctx context.Context) error
+	close func()
+}
+
+// The peers, by name, in the order they are listed.
+const (
+	peerDirect   = "direct"
+	peerServe    = "serve + kernel"
+	peerThv      = "thv proxy"
+	peerSocket   = "kernel socket"
+	peerEffect   = "kernel socket, write"
+	peerPing     = "kernel socket, ping"
+	peerRawServe = "serve + kernel, no MCP client"
+)
+
+// mcpPeer calls tool with args on an MCP client session.
+func mcpPeer(name string, cs *mcp.ClientSession, tool string, args map[string]any) *peer {
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	return &peer{name: name, close: func() { cs.Close() }, call: func(ctx context.Context) error {
+		r, err := cs.CallTool(ctx, params)
+		if err != nil {
+			return err
+		}
+		if r.IsError {
+			return fmt.Errorf("the call failed: %v", r.Content)
+		}
+		return nil
+	}}
 }
 
 type result struct{ p50, p99 time.Duration }
@@ -199,21 +231,33 @@ func run(o options) error {
 		fmt.Fprintln(w, "| server | peer | p50 | p99 | added to a call, p50 | p50 ratio to direct | target |")
 		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---|")
 		for _, r := range rows {
-			floor := med(r.res["direct"], p50)
+			floor := med(r.res[peerDirect], p50)
 			for _, p := range r.peers {
+				if !slices.Contains([]string{peerDirect, peerServe, peerThv}, p) {
+					continue
+				}
 				target := ""
-				if p == "serve + kernel" {
+				if p == peerServe {
 					ratio := float64(med(r.res[p], p50)) / float64(floor)
 					target = "≤ 1.3×: " + map[bool]string{true: "met", false: "**not met**"}[ratio <= 1.3]
 				}
 				added := "–"
-				if p != "direct" {
+				if p != peerDirect {
 					added = us(med(r.res[p], p50) - floor)
 				}
 				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.2f× | %s |\n", r.server, p, us(med(r.res[p], p50)), us(med(r.res[p], p99)), added, float64(med(r.res[p], p50))/float64(floor), target)
 			}
 		}
-		fmt.Fprintf(w, "\nA brokered call crosses two more processes than a direct one (serve, then the kernel, each a socket or pipe hop each way) and the kernel's decision and audit line; thv proxy crosses one. On this machine, two cores shared with other builds, each hop costs scheduling latency that the load makes large, so the added latency is the steadier figure; the ratio to a fast server is the hard case for the target, the ratio to a Node server the common one.\n")
+		fmt.Fprintf(w, "\n### Where a brokered call's time goes\n\n"+
+			"Four more clients, in the same rotation, take parts away. Three speak the kernel's socket protocol themselves, one request at a time, with no serve and no MCP client: **kernel socket** calls the same `echo` with `tools.invoke` (configured `read`); **kernel socket, write** calls it as a tool configured `write`; **kernel socket, ping** sends `ping`. **serve + kernel, no MCP client** spawns serve and writes MCP lines to its stdin itself. Each part is a difference of two p50s of the same run.\n\n")
+		fmt.Fprintln(w, "| server | a round trip over the kernel's socket (ping) | the kernel brokering a read (kernel socket − direct) | serve relaying it (serve + kernel, no MCP client − kernel socket) | the client's MCP stack over stdio (serve + kernel − serve + kernel, no MCP client) | the decision of a call with an effect synced first (kernel socket, write − kernel socket) |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		for _, r := range rows {
+			p := func(name string) time.Duration { return med(r.res[name], p50) }
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.server, us(p(peerPing)), us(p(peerSocket)-p(peerDirect)),
+				us(p(peerRawServe)-p(peerSocket)), us(p(peerServe)-p(peerRawServe)), us(p(peerEffect)-p(peerSocket)))
+		}
+		fmt.Fprint(w, remoteNotes)
 		for _, n := range notes {
 			fmt.Fprintf(w, "\nNote: %s.\n", n)
 		}
@@ -224,9 +268,9 @@ func run(o options) error {
 		return nil
 	}
 	for _, r := range rows {
-		floor := med(r.res["direct"], p50)
+		floor := med(r.res[peerDirect], p50)
 		for _, p := range r.peers {
-			fmt.Fprintf(w, "%-36s %-16s p50 %9s  p99 %9s  %.2f× direct\n", r.server, p, us(med(r.res[p], p50)), us(med(r.res[p], p99)), float64(med(r.res[p], p50))/float64(floor))
+			fmt.Fprintf(w, "%-36s %-22s p50 %9s  p99 %9s  %.2f× direct\n", r.server, p, us(med(r.res[p], p50)), us(med(r.res[p], p99)), float64(med(r.res[p], p50))/float64(floor))
 		}
 	}
 	for _, n := range notes {
@@ -234,6 +278,16 @@ func run(o options) error {
 	}
 	return nil
 }
+
+// remoteNotes is what the section says about its figures that one run
+// cannot measure.
+const remoteNotes = `
+The last column is the price of a guarantee: the decision of a call whose tool may change something is on disk (an fsync of the audit log) before the server is called, so that no effect happens unrecorded. A read pays one write(2) of its audit line and no sync. The rest is the price of where things run, not of a check:
+
+- **The kernel is a process of its own,** because it holds what the harness and the model must not reach (the grants, the audit log, the upstream's credentials and its session): one more hop each way (the ping) and one more process to wake, dear on this machine, whose two cores are shared with other builds. Its own work on a read (the envelope and the arguments read once, the grant, one audit line, the answer) is about a seventh of its CPU time under a loop of these calls; most of the rest is the Go SDK's client and the garbage collection its allocations cause, which also accounts for about half of the time the kernel's goroutines wait to run (` + "`go tool trace -pprof=sched`" + `). In go-sdk v1.8.0 every decode goes through ` + "`internal/json.Unmarshal`" + `, which makes a segmentio Decoder and with it a 32 KiB buffer for each message (about 190 KB of garbage per call in the kernel), and its HTTP client decodes each request's params once more to find their protocol version (` + "`streamableClientConn.setMCPHeaders`" + ` → ` + "`protocolVersionFromMessage`" + `).
+- **serve is a process of its own,** because the harness spawns one per turn over stdio; it relays each line to the kernel and back.
+- **The harness's MCP client** speaks stdio to serve where a direct client speaks HTTP to the server; the Go SDK's stdio client first tries every line it reads as a batch (` + "`readBatch`" + ` in transport.go), one more decode per message. A harness pays this in whatever client it has.
+`
 
 type measured struct {
 	order   []string
@@ -259,19 +313,16 @@ func measureServer(o options, work, bin string, s *server) (*measured, error) {
 	}
 	state := filepath.Join(dir, "state")
 	config := filepath.Join(dir, "kernel.toml")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(`state_dir = %q
-[[upstream]]
-name = "remote"
-url = %q
-[[upstream.tool]]
-name = "echo"
-action = "read"
-resource = "/echo"
-[[grant]]
-subject = "integration:bench"
-resource = "remote:/echo"
-actions = ["read"]
-`, state, url(port))), 0o600); err != nil {
+	// echo, granted to the bench integration, as upstream name's tool
+	// with that action.
+	echo := func(name, action string) string {
+		return fmt.Sprintf("[[upstream]]\nname = %q\nurl = %q\n[[upstream.tool]]\nname = \"echo\"\naction = %q\nresource = \"/echo\"\n"+
+			"[[grant]]\nsubject = \"integration:bench\"\nresource = \"%s:/echo\"\nactions = [%q]\n", name, url(port), action, name, action)
+	}
+	// remotew is the same server's echo as a tool with an effect: its
+	// decision is synced to disk before the server is called.
+	toml := fmt.Sprintf("state_dir = %q\n", state) + echo("remote", "read") + echo("remotew", "write")
+	if err := os.WriteFile(config, []byte(toml), 0o600); err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(dir, "k.sock")
@@ -281,31 +332,46 @@ actions = ["read"]
 		return nil, fmt.Errorf("start the kernel: %w", err)
 	}
 	defer stop(kernel)
-	if err := waitReady(state, "remote"); err != nil {
+	if err := waitReady(state, "remote", "remotew"); err != nil {
 		return nil, err
 	}
 
 	ctx := context.Background()
 	args := map[string]any{s.argName: "hello"}
-	connect := func(name, tool string, t mcp.Transport) (*peer, error) {
+	var peers []*peer
+	defer func() {
+		for _, p := range peers {
+			p.close()
+		}
+	}()
+	connect := func(name, tool string, t mcp.Transport) error {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "benchremote", Version: "1"}, nil).Connect(ctx, t, nil)
 		if err != nil {
-			return nil, fmt.Errorf("%s: connect: %w", name, err)
+			return fmt.Errorf("%s: connect: %w", name, err)
 		}
-		return &peer{name: name, tool: tool, cs: cs}, nil
+		peers = append(peers, mcpPeer(name, cs, tool, args))
+		return nil
 	}
-	var peers []*peer
-	p, err := connect("direct", "echo", &mcp.StreamableClientTransport{Endpoint: url(port)})
+	if err := connect(peerDirect, "echo", &mcp.StreamableClientTransport{Endpoint: url(port)}); err != nil {
+		return nil, err
+	}
+	for _, sp := range []struct{ name, tool string }{{peerSocket, "remote.echo"}, {peerEffect, "remotew.echo"}, {peerPing, ""}} {
+		p, err := socketPeer(sp.name, sock, sp.tool, s.argName)
+		if err != nil {
+			return nil, err
+		}
+		peers = append(peers, p)
+	}
+	serve := exec.Command(bin, "serve", "--integration", "bench", "--socket", sock)
+	serve.Env = kernel.Env
+	if err := connect(peerServe, "remote.echo", &mcp.CommandTransport{Command: serve}); err != nil {
+		return nil, err
+	}
+	raw, err := rawServePeer(bin, kernel.Env, sock, s.argName)
 	if err != nil {
 		return nil, err
 	}
-	peers = append(peers, p)
-	serve := exec.Command(bin, "serve", "--integration", "bench", "--socket", sock)
-	serve.Env = kernel.Env
-	if p, err = connect("serve + kernel", "remote.echo", &mcp.CommandTransport{Command: serve}); err != nil {
-		return nil, err
-	}
-	peers = append(peers, p)
+	peers = append(peers, raw)
 	if o.thv != "" {
 		thvPort, err := freePort()
 		if err != nil {
@@ -322,16 +388,10 @@ actions = ["read"]
 			return nil, fmt.Errorf("start thv proxy: %w", err)
 		}
 		defer stop(thv)
-		if p, err = connect("thv proxy", "echo", &mcp.StreamableClientTransport{Endpoint: url(thvPort)}); err != nil {
+		if err := connect(peerThv, "echo", &mcp.StreamableClientTransport{Endpoint: url(thvPort)}); err != nil {
 			return nil, err
 		}
-		peers = append(peers, p)
 	}
-	defer func() {
-		for _, p := range peers {
-			p.cs.Close()
-		}
-	}()
 
 	m := &measured{results: map[string][]result{}}
 	for _, p := range peers {
@@ -340,7 +400,7 @@ actions = ["read"]
 	for r := range o.runs {
 		for i := range peers {
 			p := peers[(i+r)%len(peers)]
-			res, err := timeCalls(ctx, p, args, o.warm, o.calls)
+			res, err := timeCalls(ctx, p, o.warm, o.calls)
 			if err != nil {
 				return nil, err
 			}
@@ -352,18 +412,14 @@ actions = ["read"]
 
 // timeCalls calls the peer's echo warm times, then calls times one after
 // another, each timed, and returns the percentiles.
-func timeCalls(ctx context.Context, p *peer, args map[string]any, warm, calls int) (result, error) {
-	params := &mcp.CallToolParams{Name: p.tool, Arguments: args}
+func timeCalls(ctx context.Context, p *peer, warm, calls int) (result, error) {
 	ds := make([]time.Duration, 0, calls)
 	for i := range warm + calls {
 		start := time.Now()
-		r, err := p.cs.CallTool(ctx, params)
+		err := p.call(ctx)
 		d := time.Since(start)
 		if err != nil {
 			return result{}, fmt.Errorf("%s: %w", p.name, err)
-		}
-		if r.IsError {
-			return result{}, fmt.Errorf("%s: the call failed: %v", p.name, r.Content)
 		}
 		if i >= warm {
 			ds = append(ds, d)
@@ -371,6 +427,125 @@ func timeCalls(ctx context.Context, p *peer, args map[string]any, warm, calls in
 	}
 	slices.Sort(ds)
 	return result{p50: ds[len(ds)/2], p99: ds[len(ds)*99/100]}, nil
+}
+
+// socketPeer is a client of the kernel's socket itself, on a connection
+// of its own, one request at a time, without serve and without an MCP
+// client: it calls tool with tools.invoke or, with no tool, sends ping (a
+// round trip over the socket and the kernel's read loop, and nothing
+// else).
+func socketPeer(name, sock, tool, argName string) (*peer, error) {
+	k, err := dialKernel(sock)
+	if err != nil {
+		return nil, err
+	}
+	if tool == "" {
+		return &peer{name: name, close: k.close, call: func(context.Context) error {
+			_, err := k.roundTrip(`{"jsonrpc":"2.0","id":2,"method":"ping","params":{}}`)
+			return err
+		}}, nil
+	}
+	var list struct {
+		Result struct {
+			CatalogHash string `json:"catalogHash"`
+		} `json:"result"`
+	}
+	line, err := k.roundTrip(`{"jsonrpc":"2.0","id":2,"method":"tools.list","params":{}}`)
+	if err == nil {
+		err = json.Unmarshal(line, &list)
+	}
+	if err != nil || list.Result.CatalogHash == "" {
+		k.close()
+		return nil, fmt.Errorf("%s: tools.list: %v: %s", name, err, line)
+	}
+	n := 0
+	return &peer{name: name, close: k.close, call: func(context.Context) error {
+		n++
+		line, err := k.roundTrip(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools.invoke","params":{"callId":"c%d","tool":%q,"arguments":{%q:"hello"},"catalogHash":%q}}`,
+			n+2, n, tool, argName, list.Result.CatalogHash))
+		if err == nil && !bytes.Contains(line, []byte(`"status":"succeeded"`)) {
+			err = fmt.Errorf("the call failed: %s", line)
+		}
+		return err
+	}}, nil
+}
+
+// lineConn is one side of a line-delimited JSON-RPC conversation, one
+// request at a time.
+type lineConn struct {
+	w     io.Writer
+	r     *bufio.Reader
+	close func()
+}
+
+func dialKernel(sock string) (*lineConn, error) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("kernel socket: %w", err)
+	}
+	k := &lineConn{w: c, r: bufio.NewReaderSize(c, 64<<10), close: func() { c.Close() }}
+	if _, err := k.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"integration.hello","params":{"name":"bench","shim":{"name":"benchremote","version":"1"}}}`); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("kernel socket: hello: %w", err)
+	}
+	return k, nil
+}
+
+// rawServePeer spawns serve and speaks MCP on its stdio itself, one line
+// at a time, instead of through an MCP client: serve's relaying alone.
+func rawServePeer(bin string, env []string, sock, argName string) (*peer, error) {
+	cmd := exec.Command(bin, "serve", "--integration", "bench", "--socket", sock)
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &lineConn{w: stdin, r: bufio.NewReaderSize(stdout, 64<<10), close: func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}}
+	if _, err := s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"benchremote","version":"1"}}}`); err != nil {
+		stop(cmd)
+		s.close()
+		return nil, fmt.Errorf("%s: initialize: %w", peerRawServe, err)
+	}
+	if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
+		stop(cmd)
+		s.close()
+		return nil, err
+	}
+	n := 1
+	return &peer{name: peerRawServe, close: s.close, call: func(context.Context) error {
+		n++
+		line, err := s.roundTrip(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"remote.echo","arguments":{%q:"hello"}}}`, n, argName))
+		if err == nil && bytes.Contains(line, []byte(`"isError":true`)) {
+			err = fmt.Errorf("the call failed: %s", line)
+		}
+		return err
+	}}, nil
+}
+
+// roundTrip writes one request line and reads the answer line, which it
+// refuses when it is an error.
+func (k *lineConn) roundTrip(request string) ([]byte, error) {
+	if _, err := io.WriteString(k.w, request+"\n"); err != nil {
+		return nil, err
+	}
+	line, err := k.r.ReadSlice('\n')
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(line, []byte(`"result":`)) {
+		return nil, fmt.Errorf("%s", bytes.TrimSpace(line))
+	}
+	return line, nil
 }
 
 // startAndWait starts cmd and returns once a line of its stdout or stderr
@@ -435,20 +610,25 @@ func stop(cmd *exec.Cmd) {
 	}
 }
 
-// waitReady polls the kernel's status file until upstream name is ready.
-func waitReady(stateDir, name string) error {
+// waitReady polls the kernel's status file until every upstream named is
+// ready.
+func waitReady(stateDir string, names ...string) error {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		if r, err := status.Read(stateDir); err == nil {
+			ready := 0
 			for _, u := range r.Upstreams {
-				if u.Name == name && u.State == "ready" {
-					return nil
+				if slices.Contains(names, u.Name) && u.State == "ready" {
+					ready++
 				}
+			}
+			if ready == len(names) {
+				return nil
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return errors.New("the kernel's upstream did not become ready within a minute")
+	return errors.New("the kernel's upstreams did not become ready within a minute")
 }
 
 // isolated is the environment with a home and XDG directories under dir.
