@@ -64,13 +64,13 @@ func TestEveryMessageValidatesAgainstItsSchema(t *testing.T) {
 				out = f.Data
 			}
 		}
-		reqs, tokens := servedAs(in)
+		reqs, tokens, session := servedAs(in)
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 			if line == "" {
 				continue
 			}
 			line = strings.ReplaceAll(line, "$HASH", strings.Repeat("0", 64))
-			for _, problem := range checkLine(schemas, reqs, tokens, line) {
+			for _, problem := range checkLine(schemas, reqs, tokens, session, line) {
 				t.Errorf("%s: %s\n%.400s", filepath.Base(file), problem, line)
 			}
 			checked++
@@ -84,9 +84,10 @@ func TestEveryMessageValidatesAgainstItsSchema(t *testing.T) {
 type served struct{ method, version string }
 
 // servedAs replays a script's input as the shim reads it: each request's
-// method and protocol version, by id (in order, for ids used twice), and
-// the version of each progress token's call.
-func servedAs(in []byte) (map[string][]served, map[string]string) {
+// method and protocol version, by id (in order, for ids used twice), the
+// version of each progress token's call, and the version the session was
+// negotiated at, under which the shim sends requests of its own.
+func servedAs(in []byte) (map[string][]served, map[string]string, string) {
 	reqs := map[string][]served{}
 	tokens := map[string]string{}
 	negotiated := latestLegacy // what an unnegotiated session is served as
@@ -132,7 +133,7 @@ func servedAs(in []byte) (map[string][]served, map[string]string) {
 		}
 		add(json.RawMessage(line))
 	}
-	return reqs, tokens
+	return reqs, tokens, negotiated
 }
 
 // resultTypes names the result definition of each method the shim answers.
@@ -144,31 +145,56 @@ var resultTypes = map[string]string{
 	"server/discover": "DiscoverResult",
 }
 
+// requestTypes names the definition of each request the shim sends the
+// client (asking a person to approve a call, ADR 0040), and
+// notificationTypes each notification besides progress (withdrawing that
+// question).
+var (
+	requestTypes      = map[string]string{"elicitation/create": "ElicitRequest"}
+	notificationTypes = map[string]string{"notifications/cancelled": "CancelledNotification"}
+)
+
 // checkLine returns what is wrong with one stdout line.
-func checkLine(schemas map[string]*schemaDoc, reqs map[string][]served, tokens map[string]string, line string) []string {
+func checkLine(schemas map[string]*schemaDoc, reqs map[string][]served, tokens map[string]string, session, line string) []string {
 	var batch []json.RawMessage
 	if json.Unmarshal([]byte(line), &batch) == nil {
 		var problems []string
 		for _, e := range batch {
-			problems = append(problems, checkMessage(schemas, reqs, tokens, e, true)...)
+			problems = append(problems, checkMessage(schemas, reqs, tokens, session, e, true)...)
 		}
 		return problems
 	}
-	return checkMessage(schemas, reqs, tokens, json.RawMessage(line), false)
+	return checkMessage(schemas, reqs, tokens, session, json.RawMessage(line), false)
 }
 
-func checkMessage(schemas map[string]*schemaDoc, reqs map[string][]served, tokens map[string]string, raw json.RawMessage, inBatch bool) []string {
+func checkMessage(schemas map[string]*schemaDoc, reqs map[string][]served, tokens map[string]string, session string, raw json.RawMessage, inBatch bool) []string {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return []string{"not a JSON object"}
 	}
-	if _, ok := m["method"]; ok { // the shim's only notification
+	if _, ok := m["method"]; ok {
 		var n struct {
+			Method string `json:"method"`
 			Params struct {
 				Token json.RawMessage `json:"progressToken"`
 			} `json:"params"`
 		}
 		json.Unmarshal(raw, &n)
+		doc := schemas[schemaFor[session]]
+		if _, isRequest := m["id"]; isRequest {
+			def, ok := requestTypes[n.Method]
+			if !ok {
+				return []string{"a request the shim does not send: " + n.Method}
+			}
+			return append(doc.check(doc.first("JSONRPCRequest"), raw), doc.check(def, raw)...)
+		}
+		if n.Method != "notifications/progress" {
+			def, ok := notificationTypes[n.Method]
+			if !ok {
+				return []string{"a notification the shim does not send: " + n.Method}
+			}
+			return doc.check(def, raw)
+		}
 		version, ok := tokens[compact(n.Params.Token)]
 		if !ok {
 			return []string{"a notification for no call's progress token"}
@@ -204,6 +230,15 @@ func checkMessage(schemas map[string]*schemaDoc, reqs map[string][]served, token
 	}
 	problems := doc.check(doc.first("JSONRPCResultResponse", "JSONRPCResponse"), raw)
 	if rt, ok := resultTypes[req.method]; ok {
+		var r struct {
+			ResultType string `json:"resultType"`
+		}
+		json.Unmarshal(m["result"], &r)
+		if r.ResultType == "input_required" {
+			// A call held for a person's approval in the 2026-07-28 era
+			// (ADR 0040).
+			rt = "InputRequiredResult"
+		}
 		for _, p := range doc.check(rt, m["result"]) {
 			problems = append(problems, fmt.Sprintf("%s result (%s, %s): %s", req.method, req.version, rt, p))
 		}
