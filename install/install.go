@@ -171,6 +171,9 @@ type Harness struct {
 	ID     string // what the CLI takes: "claude-code", "codex", …
 	Title  string // what people call it
 	Verify string // a command that shows the server is connected
+	// ProjectVerify, when set, replaces Verify for a project's file: a
+	// harness that reads that file only when told to.
+	ProjectVerify string
 
 	// aka are other names people call it by, for suggestions.
 	aka         []string
@@ -188,6 +191,15 @@ type Harness struct {
 	// entry is the name of the entry Render, Remove and Find edit: ""
 	// is ServerName (see Named).
 	entry string
+}
+
+// VerifyAt is the command that shows the server connected from the file
+// of scope.
+func (h Harness) VerifyAt(scope Scope) string {
+	if scope == ScopeProject && h.ProjectVerify != "" {
+		return h.ProjectVerify
+	}
+	return h.Verify
 }
 
 // format is one config file syntax and where our entry lives in it.
@@ -298,7 +310,10 @@ var harnesses = []Harness{
 	},
 	{
 		ID: "deepseek", Title: "DeepSeek Harness", Verify: "dsh, then /mcp", aka: []string{"dsh"},
-		userPath: varOrHome("DSH_HOME", ".dsh", "cordis.patch.yml"), projectPath: filepath.Join(".dsh", "cordis.patch.yml"),
+		// dsh 0.1.0-rc.8 has no project layer: it reads a project's patch
+		// only when given it.
+		ProjectVerify: "dsh --patch .dsh/cordis.patch.yml, then /mcp (dsh reads a project's file only when --patch names it)",
+		userPath:      varOrHome("DSH_HOME", ".dsh", "cordis.patch.yml"), projectPath: filepath.Join(".dsh", "cordis.patch.yml"),
 		format: deepseekFormat{},
 	},
 	{

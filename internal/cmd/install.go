@@ -84,9 +84,9 @@ func runInstall(_ context.Context, stdio cli.IO, args []string) error {
 	if err := finish(stdio, "install", entry, c, *dryRun, func() string {
 		if entry != install.ServerName {
 			return fmt.Sprintf("installed %s in %s, announcing %s; verify with: %s\ngive it alone to the subagent or profile that should act as %s: docs/install/%s.md says how",
-				entry, c.Path, name, h.Verify, name, h.ID)
+				entry, c.Path, name, h.VerifyAt(scope), name, h.ID)
 		}
-		return fmt.Sprintf("installed %s in %s; verify with: %s", install.ServerName, c.Path, h.Verify)
+		return fmt.Sprintf("installed %s in %s; verify with: %s", install.ServerName, c.Path, h.VerifyAt(scope))
 	}); err != nil {
 		return err
 	}
