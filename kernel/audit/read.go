@@ -200,7 +200,7 @@ func Verify(r io.Reader, kept ...string) (Verification, error) {
 		if l.long {
 			return v, &ChainBreak{n, fmt.Sprintf("longer than any line the kernel writes (%d bytes)", maxAuditLine)}
 		}
-		h := hashLine(l.bytes)
+		h := LineHash(l.bytes)
 		var e struct {
 			Event     string `json:"event"`
 			Prev      string `json:"prev"`
