@@ -2,8 +2,6 @@ package audit
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,8 +105,7 @@ func VerifyAgainst(local, exported io.Reader, id LogID) (Against, error) {
 		if l.long {
 			h = "long" // no line the kernel writes; no export holds it
 		} else {
-			sum := sha256.Sum256(l.bytes)
-			h = hex.EncodeToString(sum[:])
+			h = LineHash(l.bytes)
 			if len(hashes) == 0 {
 				_ = json.Unmarshal(l.bytes, &first)
 			}
@@ -311,8 +308,7 @@ func readExport(r io.Reader, id LogID) (recs []exportRecord, others []LogID, dup
 					}
 					rec := exportRecord{hash: h, prev: attr(lr.Attributes, AttrPrev), line: n}
 					if body := lr.Body.StringValue; body != nil {
-						sum := sha256.Sum256([]byte(*body))
-						if hex.EncodeToString(sum[:]) != h {
+						if LineHash([]byte(*body)) != h {
 							return nil, nil, 0, &ExportError{n, fmt.Sprintf("a record's body does not hash to its %s %s", AttrHash, h)}
 						}
 						var e Event

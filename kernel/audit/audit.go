@@ -553,7 +553,7 @@ func (a *Log) append(ev *Event) error {
 		return fmt.Errorf("write audit log: %w", err)
 	}
 	a.size += int64(n)
-	a.head = hashLine(line[:len(line)-1])
+	a.head = LineHash(line[:len(line)-1])
 	return nil
 }
 
@@ -580,7 +580,9 @@ func syncDir(dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-func hashLine(line []byte) string {
+// LineHash is the SHA-256 (hex) of a log line without its newline: the
+// prev of the line after it, and the AttrHash an export carries.
+func LineHash(line []byte) string {
 	sum := sha256.Sum256(line)
 	return hex.EncodeToString(sum[:])
 }
@@ -763,7 +765,7 @@ func examineLine(r io.Reader, n int64) (hash string, event bool, err error) {
 	if _, err := io.ReadFull(r, line); err != nil {
 		return "", false, err
 	}
-	return hashLine(line), isEvent(line), nil
+	return LineHash(line), isEvent(line), nil
 }
 
 // isEvent reports whether line is one whole audit event.

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,8 +200,7 @@ func Verify(r io.Reader, kept ...string) (Verification, error) {
 		if l.long {
 			return v, &ChainBreak{n, fmt.Sprintf("longer than any line the kernel writes (%d bytes)", maxAuditLine)}
 		}
-		sum := sha256.Sum256(l.bytes)
-		h := hex.EncodeToString(sum[:])
+		h := LineHash(l.bytes)
 		var e struct {
 			Event     string `json:"event"`
 			Prev      string `json:"prev"`

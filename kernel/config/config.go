@@ -105,34 +105,40 @@ func (c Config) IntegrationRef(i int) string {
 	if i < len(c.Integrations) {
 		name += " " + strconv.Quote(c.Integrations[i].Name)
 	}
+	return c.ref(lineOf(c.Lines.Integrations, i), name)
+}
+
+// ref names what for a message: "FILE:LINE: what" when the config came
+// from a file and line is known (not 0), "FILE: what" when only the file
+// is, else what alone.
+func (c Config) ref(line int, what string) string {
 	switch {
 	case c.File == "":
-		return name
-	case i < len(c.Lines.Integrations) && c.Lines.Integrations[i] > 0:
-		return fmt.Sprintf("%s:%d: %s", c.File, c.Lines.Integrations[i], name)
+		return what
+	case line > 0:
+		return fmt.Sprintf("%s:%d: %s", c.File, line, what)
 	}
-	return c.File + ": " + name
+	return c.File + ": " + what
+}
+
+// lineOf is lines[i], 0 (unknown) when there is no such entry.
+func lineOf(lines []int, i int) int {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return 0
 }
 
 // GrantLine is the line of grant i's [[grant]] header (0-based i), 0
 // when unknown.
 func (c Config) GrantLine(i int) int {
-	if i < len(c.Lines.Grants) {
-		return c.Lines.Grants[i]
-	}
-	return 0
+	return lineOf(c.Lines.Grants, i)
 }
 
 // GrantRef names grant i (0-based) for a message: "FILE:LINE: grant #N"
 // when the config came from a file, else "grant #N".
 func (c Config) GrantRef(i int) string {
-	switch line := c.GrantLine(i); {
-	case c.File == "":
-		return fmt.Sprintf("grant #%d", i+1)
-	case line > 0:
-		return fmt.Sprintf("%s:%d: grant #%d", c.File, line, i+1)
-	}
-	return fmt.Sprintf("%s: grant #%d", c.File, i+1)
+	return c.ref(c.GrantLine(i), fmt.Sprintf("grant #%d", i+1))
 }
 
 // RootRef names where the files root was set, "[files] root at FILE:LINE",
@@ -151,13 +157,7 @@ func (c Config) UpstreamRef(i int) string {
 	if i < len(c.Upstreams) {
 		name += " " + c.Upstreams[i].Name
 	}
-	switch {
-	case c.File == "":
-		return name
-	case i < len(c.Lines.Upstreams) && c.Lines.Upstreams[i] > 0:
-		return fmt.Sprintf("%s:%d: %s", c.File, c.Lines.Upstreams[i], name)
-	}
-	return c.File + ": " + name
+	return c.ref(lineOf(c.Lines.Upstreams, i), name)
 }
 
 // builtinNamespaces are the namespaces of the kernel's own tools: the

@@ -399,6 +399,42 @@ func TestConfigLines(t *testing.T) {
 	}
 }
 
+// A reference names the file and line when both are known, the file alone
+// when the line is not, and the thing alone for a config from no file.
+func TestRefsWithAndWithoutLines(t *testing.T) {
+	withLines := Config{
+		File:         "c.toml",
+		Grants:       make([]policy.Grant, 1),
+		Upstreams:    []upstream.Spec{{Name: "memory"}},
+		Integrations: []policy.Integration{{Name: "cc"}},
+		Lines:        Lines{Grants: []int{4}, Upstreams: []int{9}, Integrations: []int{12}},
+	}
+	noLines := withLines
+	noLines.Lines = Lines{}
+	noFile := withLines
+	noFile.File = ""
+	for _, tc := range []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"grant with its line", withLines.GrantRef(0), "c.toml:4: grant #1"},
+		{"upstream with its line", withLines.UpstreamRef(0), "c.toml:9: upstream memory"},
+		{"integration with its line", withLines.IntegrationRef(0), `c.toml:12: integration "cc"`},
+		{"grant without a line", noLines.GrantRef(0), "c.toml: grant #1"},
+		{"upstream without a line", noLines.UpstreamRef(0), "c.toml: upstream memory"},
+		{"integration without a line", noLines.IntegrationRef(0), `c.toml: integration "cc"`},
+		{"grant from no file", noFile.GrantRef(0), "grant #1"},
+		{"upstream from no file", noFile.UpstreamRef(0), "upstream memory"},
+		{"integration from no file", noFile.IntegrationRef(0), `integration "cc"`},
+		{"upstream past the end", withLines.UpstreamRef(3), "c.toml: upstream"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
 func TestLoadConfigExpandsTheHomeDirectory(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)

@@ -338,6 +338,22 @@ func (env *Call) failure(tool string, err error) Outcome {
 	return pathFailure(tool, env.Requested.Path, err)
 }
 
+// openAuthorized opens the object at logical for reading and asks the
+// grants about it as opened (ADR 0008), not about the path as named. When
+// ok is false the call is answered already (a failure or a denial) and
+// nothing is left open; otherwise the caller closes o.f.
+func (env *Call) openAuthorized(tool, logical string) (o *object, answer Outcome, ok bool) {
+	o, err := env.Root.open(logical, os.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		return nil, env.failure(tool, err), false
+	}
+	if d, ok := env.Authorize(o.resource()); !ok {
+		o.f.Close()
+		return nil, d, false
+	}
+	return o, Outcome{}, true
+}
+
 func notFound(err error) bool {
 	return errors.Is(err, errNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
@@ -400,14 +416,11 @@ func readText(f *os.File, size int64) (data []byte, tooLarge, text bool, err err
 func isText(data []byte) bool { return bytes.IndexByte(data, 0) < 0 && utf8.Valid(data) }
 
 func runRead(_ context.Context, env *Call, res policy.Resource, _ map[string]string) Outcome {
-	o, err := env.Root.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
-	if err != nil {
-		return env.failure("files.read", err)
+	o, answer, ok := env.openAuthorized("files.read", res.Path)
+	if !ok {
+		return answer
 	}
 	defer o.f.Close()
-	if d, ok := env.Authorize(o.resource()); !ok {
-		return d
-	}
 	fi := o.info
 	switch {
 	case fi.IsDir():
@@ -466,14 +479,11 @@ func jsonStringCost(s string) int {
 }
 
 func runList(ctx context.Context, env *Call, res policy.Resource, _ map[string]string) Outcome {
-	o, err := env.Root.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
-	if err != nil {
-		return env.failure("files.list", err)
+	o, answer, ok := env.openAuthorized("files.list", res.Path)
+	if !ok {
+		return answer
 	}
 	defer o.f.Close()
-	if d, ok := env.Authorize(o.resource()); !ok {
-		return d
-	}
 	if !o.info.IsDir() {
 		return failed(CodeNotDir, "files.list: %s is not a directory; use files.read", shown(res.Path))
 	}
@@ -652,15 +662,13 @@ func countFiles(ctx context.Context, d *os.File, budget *int) int {
 }
 
 func runSearch(ctx context.Context, env *Call, res policy.Resource, args map[string]string) Outcome {
-	o, err := env.Root.open(res.Path, os.O_RDONLY|syscall.O_NONBLOCK)
-	if err != nil {
-		return env.failure("files.search", err)
+	o, answer, ok := env.openAuthorized("files.search", res.Path)
+	if !ok {
+		return answer
 	}
 	defer o.f.Close()
-	if d, ok := env.Authorize(o.resource()); !ok {
-		return d
-	}
 	s := &searcher{env: env, query: []byte(args["query"]), out: SearchOutput{Matches: []SearchMatch{}}}
+	var err error
 	switch {
 	case o.info.IsDir():
 		if counter, cerr := openAt(o.f, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0); cerr == nil {

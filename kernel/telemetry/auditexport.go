@@ -326,7 +326,7 @@ func (s *auditStream) read() ([]line, error) {
 				break
 			}
 			text := buf[start : start+i]
-			l := line{bytes: bytes.Clone(text), hash: hashHex(text), end: base + int64(start+i) + 1}
+			l := line{bytes: bytes.Clone(text), hash: audit.LineHash(text), end: base + int64(start+i) + 1}
 			out, size, start = append(out, l), size+i, start+i+1
 			if len(out) == maxBatchLines || size >= maxBatchBytes {
 				return out, nil
@@ -508,11 +508,6 @@ func jsonValue(raw []byte) (attribute.Value, bool) {
 	return attribute.Float64Value(f), err == nil
 }
 
-func hashHex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // firstLineHash is the hash of f's first whole line; "" when it has none
 // yet.
 func firstLineHash(f *os.File) (string, error) {
@@ -520,7 +515,7 @@ func firstLineHash(f *os.File) (string, error) {
 	if err != nil || !ok {
 		return "", err
 	}
-	return hashHex(l), nil
+	return audit.LineHash(l), nil
 }
 
 // lineAt reads the whole line that starts at off (at most maxLine bytes).
@@ -570,7 +565,7 @@ func holdsAt(f *os.File, off int64, hash string) bool {
 	if _, err := f.ReadAt(l, start); err != nil {
 		return false
 	}
-	return hashHex(l) == hash
+	return audit.LineHash(l) == hash
 }
 
 // rotatedFrom is the continues of f's first line when it is a rotation's

@@ -199,7 +199,7 @@ func TestAnAuditRecordCarriesTheLine(t *testing.T) {
 		got[string(kv.Key)] = kv.Value
 		return true
 	})
-	if got[audit.AttrHash].AsString() != hashHex([]byte(lines[1])) || got["prev"].AsString() != e.Prev || got["prev"].AsString() != hashHex([]byte(lines[0])) {
+	if got[audit.AttrHash].AsString() != audit.LineHash([]byte(lines[1])) || got["prev"].AsString() != e.Prev || got["prev"].AsString() != audit.LineHash([]byte(lines[0])) {
 		t.Errorf("hash %v, prev %v", got[audit.AttrHash], got["prev"])
 	}
 	if got["callId"].AsString() != "c2" || got["seq"].AsInt64() != 2 || got["event"].AsString() != audit.EventToolInvoked ||
