@@ -402,8 +402,7 @@ func (r *runToken) give() {
 func (t *turn) awaitApproval(ctx context.Context, c *call) (outcome, bool) {
 	v := c.decided.v
 	b := binding{integration: t.name, tool: c.tool, action: c.action, resource: c.resource, argsSHA: c.argsSHA()}
-	if t.isDeclined(b) {
-		id := t.declinedID(b)
+	if id, ok := t.declinedID(b); ok {
 		c.approvalID = id
 		return declinedOutcome(id, byHarness), false
 	}
@@ -670,17 +669,13 @@ func (t *turn) markDeclined(b binding, id string) {
 	t.declined[b] = id
 }
 
-func (t *turn) isDeclined(b binding) bool {
+// declinedID is the approval under which a person declined binding b
+// in this turn, if they did.
+func (t *turn) declinedID(b binding) (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, ok := t.declined[b]
-	return ok
-}
-
-func (t *turn) declinedID(b binding) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.declined[b]
+	id, ok := t.declined[b]
+	return id, ok
 }
 
 // pendingOutcome answers a call whose approval was asked for and not

@@ -46,8 +46,8 @@ func recordArguments(mode string, a boundedJSON) argumentsRecord {
 	if err != nil {
 		return argumentsRecord{}
 	}
-	sum, _ := hashing.CanonicalSHA256(c)
-	r := argumentsRecord{digest: hexString(sum)}
+	// c is canonical already: its digest is the one digest mode records.
+	r := argumentsRecord{digest: hexString(sha256.Sum256(c))}
 	if len(c) <= audit.MaxArguments {
 		r.full = c
 	}

@@ -142,6 +142,10 @@ func (ch Charge) Fits(c Counters, t time.Time) (ok bool, retryAfter time.Duratio
 	return true, 0, false
 }
 
+// limited reports whether the grant has a budget: a limit or a
+// turn_limit, which a call it decides is charged to.
+func (g Grant) limited() bool { return g.Limit.N > 0 || g.TurnLimit > 0 }
+
 func (r *Rules) charge(i int, integration string) Charge {
 	g := r.Grants[i]
 	return Charge{Integration: integration, Grant: i, Key: g.Key(), Limit: g.Limit, TurnLimit: g.TurnLimit}
@@ -185,7 +189,7 @@ func (r *Rules) Decide(req Request, c Counters) Verdict {
 		if askRank(g.Ask) > askRank(v.Ask) {
 			v.Ask = g.Ask
 		}
-		if g.Limit.N > 0 || g.TurnLimit > 0 {
+		if g.limited() {
 			v.Charges = append(v.Charges, r.charge(lv.Grant, lv.Integration))
 		}
 	}
@@ -210,13 +214,17 @@ func (r *Rules) level(name string, req Request, c Counters) Level {
 			}
 			continue
 		}
-		ok, retry, turn := r.charge(i, name).Fits(c, req.Time)
-		if !ok {
-			if !turn && (allTurn || retry < soonest) {
-				soonest = retry
+		if g.limited() {
+			// Only a grant with a budget can have used it up; its key
+			// (Grant.Key) is made only then.
+			ok, retry, turn := r.charge(i, name).Fits(c, req.Time)
+			if !ok {
+				if !turn && (allTurn || retry < soonest) {
+					soonest = retry
+				}
+				limited, allTurn = true, allTurn && turn
+				continue
 			}
-			limited, allTurn = true, allTurn && turn
-			continue
 		}
 		if g.Ask == "" {
 			lv.Decision, lv.Grant = Allowed, i

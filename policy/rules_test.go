@@ -316,3 +316,19 @@ func TestExplainOrdersNearestFirst(t *testing.T) {
 		t.Errorf("the resource check says %q", checks[5].Detail)
 	}
 }
+
+// TestDecideCostsNoKeyForAGrantWithoutBudget: deciding on a grant with
+// neither limit nor turn_limit makes no budget key (Grant.Key, which
+// sorts and joins): what a call costs is its chain and its levels.
+func TestDecideCostsNoKeyForAGrantWithoutBudget(t *testing.T) {
+	r := Rules{Grants: []Grant{grant(t, "integration:cc", "files:/docs", true, "write", "read")}}
+	req := Request{Integration: "cc", Resource: res(t, "files:/docs/a.txt"), Action: "read", Time: now}
+	var v Verdict
+	allocs := testing.AllocsPerRun(100, func() { v = r.Decide(req, NoCounters{}) })
+	if v.Decision != Allowed {
+		t.Fatalf("decision %v, want allowed", v.Decision)
+	}
+	if allocs > 2 {
+		t.Errorf("Decide makes %.0f allocations, want at most 2 (the chain and the levels)", allocs)
+	}
+}
