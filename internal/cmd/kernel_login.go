@@ -156,7 +156,7 @@ func loginClientSecret(ctx context.Context, cfg config.Config, ref string) (stri
 	names, _ := secret.Refs(ref)
 	i := slices.IndexFunc(cfg.Secrets, func(s secret.Spec) bool { return len(names) == 1 && s.Name == names[0] })
 	if i < 0 {
-		return "", fmt.Errorf("kernel login: client_secret %s names no [[secret]]", ref)
+		return "", cli.Hintf(fmt.Errorf("kernel login: client_secret %s names no [[secret]]", ref), "add the [[secret]] it names to %s", configName(cfg))
 	}
 	set, err := secret.Load(ctx, cfg.Secrets[i:i+1], secret.Options{})
 	if err != nil {
