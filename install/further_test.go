@@ -13,6 +13,7 @@ func TestEntryName(t *testing.T) {
 		"claude-code.explorer": "sharedos-claude-code_explorer",
 		"team tools":           "sharedos-team_tools",
 		"Reviewer-2_b":         "sharedos-Reviewer-2_b",
+		"équipe":               "sharedos-_quipe", // one '_' a character, not a byte
 	} {
 		if got := EntryName(cc, integration); got != want {
 			t.Errorf("EntryName(%q) = %q, want %q", integration, got, want)

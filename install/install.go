@@ -35,14 +35,7 @@ func EntryName(h Harness, integration string) string {
 	if integration == h.ID {
 		return ServerName
 	}
-	b := []byte(ServerName + "-" + integration)
-	for i := len(ServerName) + 1; i < len(b); i++ {
-		c := b[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
+	return ServerName + "-" + replaceOutside(integration, "-_", false)
 }
 
 // isOurs reports whether name is the name of one of our entries:

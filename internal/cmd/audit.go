@@ -209,11 +209,11 @@ func runAuditVerify(stdio cli.IO, args []string) error {
 func verifyAgainst(stdio cli.IO, path, exported string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return fmt.Errorf("audit verify: %w", err)
+		return cli.Hintf(fmt.Errorf("audit verify: %w", err), "run it from a directory that exists, or pass --file as an absolute path")
 	}
 	host, err := os.Hostname()
 	if err != nil {
-		return fmt.Errorf("audit verify: host name: %w", err)
+		return cli.Hintf(fmt.Errorf("audit verify: host name: %w", err), "the copy's lines are found by this host's name: check that 'hostname' prints it")
 	}
 	id := audit.LogID{Host: host, Path: abs}
 	local, err := os.Open(path)
@@ -226,7 +226,7 @@ func verifyAgainst(stdio cli.IO, path, exported string) error {
 		return cli.Hintf(fmt.Errorf("audit verify: no exported copy at %s", exported), "pass the file the collector's file exporter writes (docs/telemetry.md)")
 	}
 	if err != nil {
-		return fmt.Errorf("audit verify: %w", err)
+		return cli.Hintf(fmt.Errorf("audit verify: %w", err), "pass --against a file you can read")
 	}
 	defer exp.Close()
 	a, err := audit.VerifyAgainst(local, exp, id)
@@ -254,7 +254,7 @@ func verifyAgainst(stdio cli.IO, path, exported string) error {
 		return cli.Hintf(fmt.Errorf("audit verify: %s: %v", exported, ee),
 			"pass the JSON lines a collector's file exporter writes (format json), unchanged")
 	case err != nil:
-		return fmt.Errorf("audit verify: %w", err)
+		return cli.Hintf(fmt.Errorf("audit verify: %w", err), "check that %s and %s are files you can read", path, exported)
 	}
 	fmt.Fprintf(stdio.Out, "ok against %s: %d of %d line(s) exported, each as it is here", exported, a.Exported, a.Lines)
 	if a.Duplicates > 0 {

@@ -366,6 +366,18 @@ func TestAuditVerifyAgainstAnExportedCopy(t *testing.T) {
 	}
 }
 
+// TestAuditVerifyAgainstACopyItCannotReadSaysWhatToDo: a copy that
+// opens but cannot be read (a directory) fails with a hint, as every
+// error of the command does.
+func TestAuditVerifyAgainstACopyItCannotReadSaysWhatToDo(t *testing.T) {
+	path, dir := auditFixture(t), t.TempDir()
+	code, _, stderr := runCLI(t, "audit", "verify", "--file", path, "--against", dir)
+	want := "hint: check that " + path + " and " + dir + " are files you can read\n"
+	if code != 1 || !strings.HasPrefix(stderr, "sharedos-mcp: error: audit verify: ") || !strings.HasSuffix(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want 1 and an error ending in %q", code, stderr, want)
+	}
+}
+
 // TestAuditCallsHidesTurnsThatOnlyLooked: --calls leaves out a turn with
 // no call (a health check), and shows the rest as they are.
 func TestAuditCallsHidesTurnsThatOnlyLooked(t *testing.T) {

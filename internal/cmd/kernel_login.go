@@ -31,19 +31,11 @@ func runKernelLogin(ctx context.Context, stdio cli.IO, args []string) error {
 			"redirect on a loopback port, and stores the tokens in the state directory (oauth/UPSTREAM.json,\n"+
 			"mode 0600). A running kernel uses them from its next request; it refreshes them itself.")
 	configFile := fs.String("config", "", configHelp)
-	name, err := oneUpstreamArg(fs, args, "kernel login")
+	cfg, sp, store, err := oauthTarget(fs, configFile, args, "kernel login")
 	if err != nil {
 		return err
 	}
-	cfg, sp, err := oauthUpstream(*configFile, name, "kernel login")
-	if err != nil {
-		return err
-	}
-	stateDir, err := cfg.StateDirOrDefault(os.Getenv)
-	if err != nil {
-		return cli.Hintf(fmt.Errorf("kernel login: state directory: %w", err), "set state_dir in the config")
-	}
-	r := sp.Remote
+	name, r := sp.Name, sp.Remote
 	clientSecret, err := loginClientSecret(ctx, cfg, r.ClientSecret)
 	if err != nil {
 		return err
@@ -56,7 +48,7 @@ func runKernelLogin(ctx context.Context, stdio cli.IO, args []string) error {
 	defer cancel()
 	rec, err := oauth.Login(ctx, oauth.LoginOptions{
 		Upstream: name, URL: r.URL, ClientID: r.ClientID, ClientSecret: clientSecret, Scopes: r.Scopes,
-		HTTPClient: client, Store: oauth.NewStore(stateDir), Out: stdio.Out,
+		HTTPClient: client, Store: store, Out: stdio.Out,
 	})
 	switch {
 	case errors.Is(err, oauth.ErrNoAuthNeeded):
@@ -76,7 +68,7 @@ func runKernelLogin(ctx context.Context, stdio cli.IO, args []string) error {
 	}
 	fmt.Fprintf(stdio.Out, "logged in to upstream %s: a token %s; %s\n", name, until, refresh)
 	fmt.Fprintf(stdio.Out, "tokens in %s (mode 0600); a running kernel uses them from its next request, and starts an upstream that was waiting for them within %v\n",
-		oauth.NewStore(stateDir).Path(name), upstream.DefaultBackoff.Max)
+		store.Path(name), upstream.DefaultBackoff.Max)
 	return nil
 }
 
@@ -85,19 +77,11 @@ func runKernelLogout(stdio cli.IO, args []string) error {
 		"Forget the OAuth tokens 'kernel login' stored for UPSTREAM. A running kernel finds them gone at\n"+
 			"its next request and answers calls to that upstream upstream_auth_required until the next login.")
 	configFile := fs.String("config", "", configHelp)
-	name, err := oneUpstreamArg(fs, args, "kernel logout")
+	_, sp, store, err := oauthTarget(fs, configFile, args, "kernel logout")
 	if err != nil {
 		return err
 	}
-	cfg, _, err := oauthUpstream(*configFile, name, "kernel logout")
-	if err != nil {
-		return err
-	}
-	stateDir, err := cfg.StateDirOrDefault(os.Getenv)
-	if err != nil {
-		return cli.Hintf(fmt.Errorf("kernel logout: state directory: %w", err), "set state_dir in the config")
-	}
-	store := oauth.NewStore(stateDir)
+	name := sp.Name
 	existed, err := oauth.Logout(store, name)
 	if err != nil {
 		return cli.Hintf(fmt.Errorf("kernel logout %s: %w", name, err), "the state directory and its oauth directory must be yours and private (chmod 700)")
@@ -110,25 +94,27 @@ func runKernelLogout(stdio cli.IO, args []string) error {
 	return nil
 }
 
-// oneUpstreamArg parses flags that may come before or after the one
-// upstream name a command takes.
-func oneUpstreamArg(fs *flag.FlagSet, args []string, cmd string) (string, error) {
-	var names []string
-	rest := args
-	for {
-		if err := parseFlags(fs, rest); err != nil {
-			return "", err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names = append(names, fs.Arg(0))
-		rest = fs.Args()[1:]
+// oauthTarget parses the command line of kernel login or logout,
+// UPSTREAM with flags before or after it, and returns the config named by
+// configFile (a flag of fs), the upstream, which must use auth = "oauth",
+// and the store its tokens are kept in.
+func oauthTarget(fs *flag.FlagSet, configFile *string, args []string, cmd string) (config.Config, upstream.Spec, *oauth.Store, error) {
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
+		return config.Config{}, upstream.Spec{}, nil, err
 	}
 	if len(names) != 1 {
-		return "", cli.Usagef("name the upstream: "+cmd+" github", "%s: want UPSTREAM, got %d argument(s)", cmd, len(names))
+		return config.Config{}, upstream.Spec{}, nil, cli.Usagef("name the upstream: "+cmd+" github", "%s: want UPSTREAM, got %d argument(s)", cmd, len(names))
 	}
-	return names[0], nil
+	cfg, sp, err := oauthUpstream(*configFile, names[0], cmd)
+	if err != nil {
+		return cfg, sp, nil, err
+	}
+	stateDir, err := cfg.StateDirOrDefault(os.Getenv)
+	if err != nil {
+		return cfg, sp, nil, cli.Hintf(fmt.Errorf("%s: state directory: %w", cmd, err), "set state_dir in the config")
+	}
+	return cfg, sp, oauth.NewStore(stateDir), nil
 }
 
 // oauthUpstream finds the upstream name of the config, which must use
@@ -170,7 +156,7 @@ func loginClientSecret(ctx context.Context, cfg config.Config, ref string) (stri
 	names, _ := secret.Refs(ref)
 	i := slices.IndexFunc(cfg.Secrets, func(s secret.Spec) bool { return len(names) == 1 && s.Name == names[0] })
 	if i < 0 {
-		return "", fmt.Errorf("kernel login: client_secret %s names no [[secret]]", ref)
+		return "", cli.Hintf(fmt.Errorf("kernel login: client_secret %s names no [[secret]]", ref), "add the [[secret]] it names to %s", configName(cfg))
 	}
 	set, err := secret.Load(ctx, cfg.Secrets[i:i+1], secret.Options{})
 	if err != nil {

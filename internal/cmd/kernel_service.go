@@ -70,7 +70,7 @@ func serviceUninstall(stdio cli.IO, p service.Platform) error {
 		return cli.Hintf(fmt.Errorf("kernel service uninstall: removed %s, but %w", path, err),
 			"run '%s' yourself, so that the service manager forgets the unit", strings.Join(me.Command, " "))
 	case err != nil:
-		return fmt.Errorf("kernel service uninstall: %w", err)
+		return cli.Hintf(fmt.Errorf("kernel service uninstall: %w", err), "remove %s yourself, or check that its directory is yours to write", path)
 	case !removed:
 		fmt.Fprintf(stdio.Out, "no service installed (%s does not exist); nothing changed\n", path)
 	case noManager != nil:
@@ -86,7 +86,7 @@ func serviceUninstall(stdio cli.IO, p service.Platform) error {
 func serviceStatus(stdio cli.IO, p service.Platform) error {
 	st, err := p.Status(service.ExecRunner)
 	if err != nil {
-		return fmt.Errorf("kernel service status: %w", err)
+		return cli.Hintf(fmt.Errorf("kernel service status: %w", err), "run '%s kernel' under your own service manager", prog)
 	}
 	if !st.Installed {
 		fmt.Fprintf(stdio.Out, "not installed (%s does not exist); install it with '%s kernel service install'\n", st.UnitPath, prog)
