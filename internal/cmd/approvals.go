@@ -151,17 +151,14 @@ func decideApproval(ctx context.Context, stdio cli.IO, args []string, approve bo
 // the default), as its operator, and explains why it could not: no
 // kernel, or a uid the kernel does not serve as operator.
 func atKernelAsOperator(ctx context.Context, name, socket string, f func(context.Context, *kernelclient.Client) error) error {
-	path, start := socket, "sharedos-mcp kernel --socket "+socket
+	path := socket
 	if path == "" {
-		path, start = sockpath.Default(os.Getenv), "sharedos-mcp kernel"
+		path = sockpath.Default(os.Getenv)
 	}
 	k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: -1})
 	if err != nil {
-		var ce *cli.Error
-		if errors.As(doctor.DialError(path, start, err), &ce) {
-			return cli.Hintf(fmt.Errorf("%s: %w", name, ce.Err), "approvals live in the running kernel: %s", ce.Hint)
-		}
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, doctor.DialError(path, startKernel("", socket),
+			"run '"+prog+" "+name+"' again (approvals live in the running kernel)", err))
 	}
 	defer k.Close()
 	cctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)

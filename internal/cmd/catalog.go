@@ -62,7 +62,7 @@ func runCatalog(ctx context.Context, stdio cli.IO, args []string) error {
 
 	k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: -1})
 	if err != nil {
-		return doctor.DialError(path, startKernel(*configFile, path), err)
+		return doctor.DialError(path, startKernel(*configFile, path), "run '"+prog+" catalog' again", err)
 	}
 	defer k.Close()
 	cctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)

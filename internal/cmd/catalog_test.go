@@ -204,7 +204,7 @@ func TestCatalogWithoutAKernelSaysHowToStartOne(t *testing.T) {
 		t.Errorf("exit %d, want 1", code)
 	}
 	want := "sharedos-mcp: error: no kernel is running at " + sock + ": there is no socket\n" +
-		"hint: start it with 'sharedos-mcp kernel --root DIR --socket " + sock + "', then restart the harness"
+		"hint: start it with 'sharedos-mcp kernel --root DIR --socket " + sock + "', then run 'sharedos-mcp catalog' again\n"
 	if !strings.HasPrefix(stderr, want) {
 		t.Errorf("stderr = %q; want %q", stderr, want)
 	}

@@ -62,7 +62,8 @@ func runServe(ctx context.Context, stdio cli.IO, args []string) error {
 	connect := func(ctx context.Context) (shim.Config, error) {
 		k, err := kernelclient.Dial(kernelclient.Options{Socket: path, KernelUID: *kernelUID, MaxLine: *maxMessage, WriteTimeout: *callTimeout})
 		if err != nil {
-			return shim.Config{}, doctor.DialError(path, startKernel("", path), err)
+			return shim.Config{}, doctor.DialError(path, startKernel("", path),
+				"restart the harness or reconnect its sharedos server: until then the harness has no sharedos tools", err)
 		}
 		hctx, cancel := context.WithTimeout(ctx, doctor.HelloTimeout)
 		ver := shimVersion()

@@ -531,12 +531,14 @@ func resolveCommand(command string) (string, error) {
 }
 
 // DialError explains a failed kernelclient.Dial to the socket at path;
-// start is the command that starts a kernel there. When no kernel runs
-// at path it says so, names the socket and says how to start one, in
-// words that stand alone: a harness shows serve's stderr only in its MCP
-// log or status line, where nothing else explains it.
-func DialError(path, start string, err error) error {
-	hint := fmt.Sprintf("start it with '%s', then restart the harness or reconnect its sharedos server: until then the harness has no sharedos tools", start)
+// start is the command that starts a kernel there, and then what to do
+// once it runs, which is the command's own: serve's harness must
+// reconnect, a command the user typed runs again. When no kernel runs at
+// path it says so, names the socket and says how to start one, in words
+// that stand alone: a harness shows serve's stderr only in its MCP log or
+// status line, where nothing else explains it.
+func DialError(path, start, then string, err error) error {
+	hint := fmt.Sprintf("start it with '%s', then %s", start, then)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return cli.Hintf(fmt.Errorf("no kernel is running at %s: there is no socket", path), "%s", hint)
